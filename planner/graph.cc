@@ -1,0 +1,317 @@
+#include "planner/graph.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace echo::planner {
+
+int64_t DTypeSize(DType dtype) {
+  switch (dtype) {
+    case DType::kUnspecified:
+      return 0;
+    case DType::kFloat32:
+    case DType::kInt32:
+      return 4;
+    case DType::kFloat16:
+    case DType::kBFloat16:
+    case DType::kInt16:
+      return 2;
+    case DType::kFloat64:
+    case DType::kInt64:
+    case DType::kComplex64:
+      return 8;
+    case DType::kInt8:
+    case DType::kUInt8:
+    case DType::kBool:
+    case DType::kFloat8E4M3:
+    case DType::kFloat8E5M2:
+      return 1;
+  }
+  return 0;
+}
+
+absl::string_view DTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kUnspecified: return "unspecified";
+    case DType::kFloat32: return "f32";
+    case DType::kFloat16: return "f16";
+    case DType::kBFloat16: return "bf16";
+    case DType::kFloat64: return "f64";
+    case DType::kInt64: return "i64";
+    case DType::kInt32: return "i32";
+    case DType::kInt16: return "i16";
+    case DType::kInt8: return "i8";
+    case DType::kUInt8: return "u8";
+    case DType::kBool: return "bool";
+    case DType::kFloat8E4M3: return "f8e4m3";
+    case DType::kFloat8E5M2: return "f8e5m2";
+    case DType::kComplex64: return "c64";
+  }
+  return "unspecified";
+}
+
+absl::string_view TensorRoleName(TensorRole role) {
+  switch (role) {
+    case TensorRole::kActivation: return "activation";
+    case TensorRole::kParameter: return "parameter";
+    case TensorRole::kOptimizerState: return "optimizer_state";
+    case TensorRole::kInput: return "input";
+    case TensorRole::kGradient: return "gradient";
+  }
+  return "activation";
+}
+
+absl::string_view OpClassName(OpClass op_class) {
+  switch (op_class) {
+    case OpClass::kGemm: return "gemm";
+    case OpClass::kConv: return "conv";
+    case OpClass::kElementwise: return "elementwise";
+    case OpClass::kReduction: return "reduction";
+    case OpClass::kNorm: return "norm";
+    case OpClass::kSoftmax: return "softmax";
+    case OpClass::kDataMovement: return "data_movement";
+    case OpClass::kRandom: return "random";
+    case OpClass::kCollective: return "collective";
+    case OpClass::kOther: return "other";
+    case OpClass::kEmbedding: return "embedding";
+  }
+  return "other";
+}
+
+absl::string_view PhaseName(Phase phase) {
+  switch (phase) {
+    case Phase::kForward: return "forward";
+    case Phase::kBackward: return "backward";
+    case Phase::kOptimizer: return "optimizer";
+  }
+  return "forward";
+}
+
+TensorIndex Graph::FindTensor(absl::string_view id) const {
+  auto it = tensor_index_.find(id);
+  return it == tensor_index_.end() ? -1 : it->second;
+}
+
+OpIndex Graph::FindOp(absl::string_view id) const {
+  auto it = op_index_.find(id);
+  return it == op_index_.end() ? -1 : it->second;
+}
+
+std::vector<TensorIndex> Graph::DistinctInputs(OpIndex o) const {
+  std::vector<TensorIndex> distinct;
+  for (TensorIndex t : ops_[o].inputs) {
+    if (std::find(distinct.begin(), distinct.end(), t) == distinct.end()) {
+      distinct.push_back(t);
+    }
+  }
+  return distinct;
+}
+
+namespace {
+
+absl::Status TensorError(const std::string& id, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("tensor '", id, "': ", what));
+}
+
+absl::Status OpError(const std::string& id, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("op '", id, "': ", what));
+}
+
+// Bytes of a tensor from its shape and dtype, rejecting negative dims and
+// int64 overflow.
+absl::StatusOr<int64_t> SizeFromShape(const TensorSpec& spec) {
+  const int64_t element_size = DTypeSize(spec.dtype);
+  if (element_size == 0) {
+    return TensorError(spec.id,
+                       "has neither size_bytes nor a dtype to size its shape");
+  }
+  int64_t bytes = element_size;
+  for (size_t i = 0; i < spec.shape.size(); ++i) {
+    const int64_t dim = spec.shape[i];
+    if (dim < 0) {
+      return TensorError(spec.id, absl::StrCat("negative dimension ", dim,
+                                               " at axis ", i, " of shape [",
+                                               absl::StrJoin(spec.shape, ","),
+                                               "]"));
+    }
+    if (dim != 0 && bytes > std::numeric_limits<int64_t>::max() / dim) {
+      return TensorError(spec.id, absl::StrCat("shape [",
+                                               absl::StrJoin(spec.shape, ","),
+                                               "] overflows int64 bytes"));
+    }
+    bytes *= dim;
+  }
+  return bytes;
+}
+
+}  // namespace
+
+absl::StatusOr<Graph> GraphBuilder::Build() && {
+  Graph graph;
+  graph.name_ = std::move(name_);
+  graph.metadata_ = std::move(metadata_);
+  if (ops_.empty()) {
+    return absl::InvalidArgumentError("graph has no ops");
+  }
+
+  graph.tensors_.reserve(tensors_.size());
+  graph.tensor_index_.reserve(tensors_.size());
+  std::vector<bool> role_set;
+  role_set.reserve(tensors_.size());
+  for (TensorSpec& spec : tensors_) {
+    if (spec.id.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor #", graph.tensors_.size(), " has an empty id"));
+    }
+    const TensorIndex index = static_cast<TensorIndex>(graph.tensors_.size());
+    if (!graph.tensor_index_.emplace(spec.id, index).second) {
+      return TensorError(spec.id, "duplicate tensor id");
+    }
+    for (size_t i = 0; i < spec.shape.size(); ++i) {
+      if (spec.shape[i] < 0) {
+        return TensorError(spec.id, absl::StrCat("negative dimension ",
+                                                 spec.shape[i], " at axis ", i));
+      }
+    }
+    int64_t size_bytes = spec.size_bytes;
+    if (size_bytes < 0) {
+      if (spec.size_bytes != -1) {
+        return TensorError(spec.id,
+                           absl::StrCat("negative size_bytes ", spec.size_bytes));
+      }
+      absl::StatusOr<int64_t> computed = SizeFromShape(spec);
+      if (!computed.ok()) return computed.status();
+      size_bytes = *computed;
+    }
+    Tensor tensor;
+    tensor.id = std::move(spec.id);
+    tensor.name = std::move(spec.name);
+    tensor.shape = std::move(spec.shape);
+    tensor.dtype = spec.dtype;
+    tensor.size_bytes = size_bytes;
+    tensor.role = spec.role;
+    tensor.is_output = spec.is_output;
+    role_set.push_back(spec.role_set);
+    graph.tensors_.push_back(std::move(tensor));
+  }
+
+  graph.ops_.reserve(ops_.size());
+  graph.op_index_.reserve(ops_.size());
+  for (OpSpec& spec : ops_) {
+    if (spec.id.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("op #", graph.ops_.size(), " has an empty id"));
+    }
+    const OpIndex index = static_cast<OpIndex>(graph.ops_.size());
+    if (!graph.op_index_.emplace(spec.id, index).second) {
+      return OpError(spec.id, "duplicate op id");
+    }
+    if (spec.workspace_bytes < 0 ||
+        spec.workspace_bytes > std::numeric_limits<int64_t>::max() / 4) {
+      return OpError(spec.id, absl::StrCat("workspace_bytes out of range: ",
+                                           spec.workspace_bytes));
+    }
+    for (double value : {spec.flops, spec.measured_time_seconds,
+                         spec.relative_cost}) {
+      if (!(value >= 0 || value == -1)) {
+        return OpError(spec.id,
+                       "flops, measured time and relative cost must be >= 0");
+      }
+    }
+    Op op;
+    op.inputs.reserve(spec.input_ids.size());
+    for (const std::string& input_id : spec.input_ids) {
+      const TensorIndex t = graph.FindTensor(input_id);
+      if (t < 0) {
+        return OpError(spec.id,
+                       absl::StrCat("reads unknown tensor '", input_id, "'"));
+      }
+      op.inputs.push_back(t);
+    }
+    op.outputs.reserve(spec.output_ids.size());
+    for (const std::string& output_id : spec.output_ids) {
+      const TensorIndex t = graph.FindTensor(output_id);
+      if (t < 0) {
+        return OpError(spec.id,
+                       absl::StrCat("writes unknown tensor '", output_id, "'"));
+      }
+      Tensor& tensor = graph.tensors_[t];
+      if (tensor.producer != kNoOp) {
+        return TensorError(
+            output_id,
+            absl::StrCat("produced twice, by op '",
+                         graph.ops_[tensor.producer].id, "' and op '", spec.id,
+                         "'"));
+      }
+      if (std::find(op.inputs.begin(), op.inputs.end(), t) != op.inputs.end()) {
+        return OpError(spec.id, absl::StrCat("reads and writes tensor '",
+                                             output_id,
+                                             "' (model in-place updates as a "
+                                             "new tensor)"));
+      }
+      tensor.producer = index;
+      op.outputs.push_back(t);
+    }
+    op.id = std::move(spec.id);
+    op.name = std::move(spec.name);
+    op.op_type = std::move(spec.op_type);
+    op.op_class = spec.op_class;
+    op.phase = spec.phase;
+    op.flops = spec.flops;
+    op.measured_time_seconds = spec.measured_time_seconds;
+    op.relative_cost = spec.relative_cost;
+    op.workspace_bytes = spec.workspace_bytes;
+    op.recomputable = spec.recomputable_set
+                          ? spec.recomputable
+                          : (op.op_class != OpClass::kRandom &&
+                             op.op_class != OpClass::kCollective);
+    op.attributes = std::move(spec.attributes);
+    graph.ops_.push_back(std::move(op));
+  }
+
+  for (const std::string& id : output_ids_) {
+    const TensorIndex t = graph.FindTensor(id);
+    if (t < 0) {
+      return TensorError(id, "marked as output but not declared");
+    }
+    graph.tensors_[t].is_output = true;
+  }
+
+  // Readers, and the order check: an op may only read a tensor whose producer
+  // ran before it (inputs without a producer exist from the start).
+  for (OpIndex o = 0; o < graph.num_ops(); ++o) {
+    for (TensorIndex t : graph.DistinctInputs(o)) {
+      Tensor& tensor = graph.tensors_[t];
+      if (tensor.producer != kNoOp && tensor.producer >= o) {
+        return OpError(graph.ops_[o].id,
+                       absl::StrCat("reads tensor '", tensor.id,
+                                    "' before its producer '",
+                                    graph.ops_[tensor.producer].id, "' runs"));
+      }
+      tensor.readers.push_back(o);
+    }
+  }
+
+  // Roles, and a total that fits int64 so that every simulated sum does.
+  int64_t total_bytes = 0;
+  for (TensorIndex t = 0; t < graph.num_tensors(); ++t) {
+    Tensor& tensor = graph.tensors_[t];
+    if (!role_set[t]) {
+      tensor.role = tensor.producer == kNoOp ? TensorRole::kInput
+                                             : TensorRole::kActivation;
+    }
+    if (tensor.size_bytes > std::numeric_limits<int64_t>::max() / 4 -
+                                total_bytes) {
+      return TensorError(tensor.id,
+                         "sizes of the graph's tensors overflow int64");
+    }
+    total_bytes += tensor.size_bytes;
+  }
+  return graph;
+}
+
+}  // namespace echo::planner

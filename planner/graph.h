@@ -1,0 +1,194 @@
+// The planner's graph IR (design.md section 4): an ordered list of ops over
+// tensors, with ids resolved to dense indices. Built only through
+// GraphBuilder, so every Graph in the planner is valid.
+#ifndef ECHO_PLANNER_GRAPH_H_
+#define ECHO_PLANNER_GRAPH_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+
+namespace echo::planner {
+
+enum class DType {
+  kUnspecified,
+  kFloat32,
+  kFloat16,
+  kBFloat16,
+  kFloat64,
+  kInt64,
+  kInt32,
+  kInt16,
+  kInt8,
+  kUInt8,
+  kBool,
+  kFloat8E4M3,
+  kFloat8E5M2,
+  kComplex64,
+};
+
+enum class TensorRole {
+  kActivation,
+  kParameter,
+  kOptimizerState,
+  kInput,
+  kGradient,
+};
+
+enum class OpClass {
+  kGemm,
+  kConv,
+  kElementwise,
+  kReduction,
+  kNorm,
+  kSoftmax,
+  kDataMovement,
+  kRandom,
+  kCollective,
+  kOther,
+  kEmbedding,
+};
+
+enum class Phase { kForward, kBackward, kOptimizer };
+
+// Bytes per element; 0 for kUnspecified.
+int64_t DTypeSize(DType dtype);
+absl::string_view DTypeName(DType dtype);
+absl::string_view TensorRoleName(TensorRole role);
+absl::string_view OpClassName(OpClass op_class);
+absl::string_view PhaseName(Phase phase);
+
+// Tensors that live the whole iteration regardless of readers.
+inline bool IsPersistentRole(TensorRole role) {
+  return role == TensorRole::kParameter || role == TensorRole::kOptimizerState;
+}
+
+using TensorIndex = int32_t;
+using OpIndex = int32_t;
+inline constexpr OpIndex kNoOp = -1;
+
+struct Tensor {
+  std::string id;
+  std::string name;
+  std::vector<int64_t> shape;
+  DType dtype = DType::kUnspecified;
+  int64_t size_bytes = 0;
+  TensorRole role = TensorRole::kActivation;
+  bool is_output = false;
+  // Filled by GraphBuilder.
+  OpIndex producer = kNoOp;
+  std::vector<OpIndex> readers;  // ascending, each op once
+};
+
+struct Op {
+  std::string id;
+  std::string name;
+  std::string op_type;
+  OpClass op_class = OpClass::kOther;
+  Phase phase = Phase::kForward;
+  std::vector<TensorIndex> inputs;  // in argument order, may repeat
+  std::vector<TensorIndex> outputs;
+  // Negative when unknown.
+  double flops = -1;
+  double measured_time_seconds = -1;
+  double relative_cost = -1;
+  int64_t workspace_bytes = 0;
+  bool recomputable = true;
+  std::map<std::string, std::string> attributes;
+};
+
+class Graph {
+ public:
+  const std::string& name() const { return name_; }
+  const std::vector<Tensor>& tensors() const { return tensors_; }
+  const std::vector<Op>& ops() const { return ops_; }
+  const Tensor& tensor(TensorIndex t) const { return tensors_[t]; }
+  const Op& op(OpIndex o) const { return ops_[o]; }
+  int32_t num_tensors() const { return static_cast<int32_t>(tensors_.size()); }
+  int32_t num_ops() const { return static_cast<int32_t>(ops_.size()); }
+  const std::map<std::string, std::string>& metadata() const {
+    return metadata_;
+  }
+
+  // -1 when absent.
+  TensorIndex FindTensor(absl::string_view id) const;
+  OpIndex FindOp(absl::string_view id) const;
+
+  // Distinct inputs of an op, in first-use order.
+  std::vector<TensorIndex> DistinctInputs(OpIndex o) const;
+
+ private:
+  friend class GraphBuilder;
+  std::string name_;
+  std::vector<Tensor> tensors_;
+  std::vector<Op> ops_;
+  std::map<std::string, std::string> metadata_;
+  absl::flat_hash_map<std::string, TensorIndex> tensor_index_;
+  absl::flat_hash_map<std::string, OpIndex> op_index_;
+};
+
+// Declarations as the importers see them: ids, not indices.
+struct TensorSpec {
+  std::string id;
+  std::string name;
+  std::vector<int64_t> shape;
+  DType dtype = DType::kUnspecified;
+  // Negative: compute from shape and dtype.
+  int64_t size_bytes = -1;
+  // Unset: kInput without a producer, kActivation otherwise.
+  bool role_set = false;
+  TensorRole role = TensorRole::kActivation;
+  bool is_output = false;
+};
+
+struct OpSpec {
+  std::string id;
+  std::string name;
+  std::string op_type;
+  OpClass op_class = OpClass::kOther;
+  Phase phase = Phase::kForward;
+  std::vector<std::string> input_ids;
+  std::vector<std::string> output_ids;
+  double flops = -1;
+  double measured_time_seconds = -1;
+  double relative_cost = -1;
+  int64_t workspace_bytes = 0;
+  // Unset: false for RANDOM and COLLECTIVE ops, true otherwise.
+  bool recomputable_set = false;
+  bool recomputable = true;
+  std::map<std::string, std::string> attributes;
+};
+
+// Collects specs, then validates and resolves them into a Graph. Errors name
+// the offending op or tensor id.
+class GraphBuilder {
+ public:
+  explicit GraphBuilder(std::string name = "") : name_(std::move(name)) {}
+  void SetName(std::string name) { name_ = std::move(name); }
+  void AddTensor(TensorSpec spec) { tensors_.push_back(std::move(spec)); }
+  void AddOp(OpSpec spec) { ops_.push_back(std::move(spec)); }
+  void SetMetadata(std::string key, std::string value) {
+    metadata_[std::move(key)] = std::move(value);
+  }
+  // Marks tensors declared elsewhere (e.g. produced by an op) as outputs.
+  void MarkOutputs(std::vector<std::string> tensor_ids) {
+    for (std::string& id : tensor_ids) output_ids_.push_back(std::move(id));
+  }
+  absl::StatusOr<Graph> Build() &&;
+
+ private:
+  std::vector<std::string> output_ids_;
+  std::string name_;
+  std::vector<TensorSpec> tensors_;
+  std::vector<OpSpec> ops_;
+  std::map<std::string, std::string> metadata_;
+};
+
+}  // namespace echo::planner
+
+#endif  // ECHO_PLANNER_GRAPH_H_

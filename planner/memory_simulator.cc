@@ -1,0 +1,223 @@
+#include "planner/memory_simulator.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace echo::planner {
+
+Schedule PlainSchedule(const Graph& graph) {
+  Schedule schedule;
+  schedule.reserve(graph.num_ops());
+  for (OpIndex o = 0; o < graph.num_ops(); ++o) {
+    schedule.push_back({o, false});
+  }
+  return schedule;
+}
+
+int64_t AllocatedBytes(int64_t size_bytes, const MemoryModelOptions& options) {
+  const int64_t r = options.rounding_bytes;
+  if (r <= 1 || size_bytes == 0) return size_bytes;
+  return (size_bytes + r - 1) / r * r;
+}
+
+bool IsStashCandidate(const Graph& graph, TensorIndex t) {
+  const Tensor& tensor = graph.tensor(t);
+  if (tensor.role != TensorRole::kActivation || tensor.producer == kNoOp ||
+      graph.op(tensor.producer).phase != Phase::kForward) {
+    return false;
+  }
+  for (OpIndex reader : tensor.readers) {
+    if (graph.op(reader).phase == Phase::kBackward) return true;
+  }
+  return false;
+}
+
+namespace {
+
+constexpr int32_t kNeverRead = std::numeric_limits<int32_t>::min();
+constexpr int32_t kNeverFreed = std::numeric_limits<int32_t>::max();
+
+struct Instance {
+  TensorIndex tensor;
+  int32_t created_step;  // -1: present at start
+  int32_t last_read_step = kNeverRead;
+  bool from_recompute = false;
+};
+
+std::string StepName(const Graph& graph, int32_t step, const Execution& e) {
+  return absl::StrCat("schedule step ", step, " (op '", graph.op(e.op).id,
+                      e.recompute ? "', recompute)" : "')");
+}
+
+// Step after which the instance is freed, or kNeverFreed. Instances of graph
+// inputs that nobody reads are never allocated: returns -2 for them.
+int32_t FreeStep(const Graph& graph, const Instance& instance) {
+  const Tensor& tensor = graph.tensor(instance.tensor);
+  if (IsPersistentRole(tensor.role) || tensor.is_output) return kNeverFreed;
+  if (instance.last_read_step != kNeverRead) return instance.last_read_step;
+  return instance.created_step;  // unread: freed right after it is made
+}
+
+void AddToBreakdown(const Graph& graph, const Instance& instance,
+                    int64_t bytes, MemoryBreakdown& breakdown) {
+  const Tensor& tensor = graph.tensor(instance.tensor);
+  switch (tensor.role) {
+    case TensorRole::kParameter:
+      breakdown.parameter_bytes += bytes;
+      return;
+    case TensorRole::kOptimizerState:
+      breakdown.optimizer_state_bytes += bytes;
+      return;
+    case TensorRole::kGradient:
+      breakdown.gradient_bytes += bytes;
+      return;
+    case TensorRole::kInput:
+      breakdown.input_bytes += bytes;
+      return;
+    case TensorRole::kActivation:
+      if (!instance.from_recompute && IsStashCandidate(graph, instance.tensor)) {
+        breakdown.stashed_activation_bytes += bytes;
+      } else {
+        breakdown.transient_bytes += bytes;
+      }
+      return;
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<SimulationResult> ReplaySchedule(
+    const Graph& graph, const Schedule& schedule,
+    const MemoryModelOptions& options) {
+  if (schedule.size() >
+      static_cast<size_t>(std::numeric_limits<int32_t>::max() / 2)) {
+    return absl::InvalidArgumentError("schedule is too long");
+  }
+  const int32_t num_steps = static_cast<int32_t>(schedule.size());
+  std::vector<Instance> instances;
+  instances.reserve(graph.num_tensors() + schedule.size() - graph.num_ops());
+  std::vector<int32_t> current(graph.num_tensors(), -1);
+  for (TensorIndex t = 0; t < graph.num_tensors(); ++t) {
+    if (graph.tensor(t).producer == kNoOp) {
+      current[t] = static_cast<int32_t>(instances.size());
+      instances.push_back({t, -1});
+    }
+  }
+
+  // Pass 1: validity, instances and their last readers.
+  OpIndex next_original = 0;
+  SimulationResult result;
+  std::vector<int32_t> distinct_inputs;
+  for (int32_t step = 0; step < num_steps; ++step) {
+    const Execution& e = schedule[step];
+    if (e.op < 0 || e.op >= graph.num_ops()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("schedule step ", step, " names op index ", e.op,
+                       " outside the graph's ", graph.num_ops(), " ops"));
+    }
+    const Op& op = graph.op(e.op);
+    if (e.recompute) {
+      if (!op.recomputable) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            StepName(graph, step, e), ": op may not be recomputed"));
+      }
+      if (e.op >= next_original) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            StepName(graph, step, e),
+            ": recomputes an op before its original execution"));
+      }
+      ++result.recompute_count;
+    } else {
+      if (e.op != next_original) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            StepName(graph, step, e), ": original ops must run once each in "
+            "graph order; expected op '",
+            next_original < graph.num_ops() ? graph.op(next_original).id
+                                            : std::string("<none>"),
+            "'"));
+      }
+      ++next_original;
+    }
+    for (TensorIndex t : op.inputs) {
+      const int32_t instance = current[t];
+      if (instance < 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            StepName(graph, step, e), ": input tensor '", graph.tensor(t).id,
+            "' has no live instance"));
+      }
+      instances[instance].last_read_step = step;
+    }
+    for (TensorIndex t : op.outputs) {
+      current[t] = static_cast<int32_t>(instances.size());
+      instances.push_back({t, step, kNeverRead, e.recompute});
+    }
+  }
+  if (next_original != graph.num_ops()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("schedule ends before op '", graph.op(next_original).id,
+                     "' runs"));
+  }
+
+  // Pass 2: bytes per step. Each instance adds at its creation step and
+  // leaves after its free step.
+  std::vector<int64_t> created_bytes(num_steps, 0);
+  std::vector<int64_t> freed_after(num_steps, 0);
+  int64_t live = 0;
+  for (const Instance& instance : instances) {
+    const int32_t free_step = FreeStep(graph, instance);
+    const int64_t bytes =
+        AllocatedBytes(graph.tensor(instance.tensor).size_bytes, options);
+    if (instance.created_step < 0) {
+      if (free_step == -1) continue;  // unread graph input
+      live += bytes;
+      if (free_step == kNeverFreed) result.persistent_bytes += bytes;
+    } else {
+      created_bytes[instance.created_step] += bytes;
+    }
+    if (free_step != kNeverFreed) freed_after[free_step] += bytes;
+  }
+  result.step_bytes.resize(num_steps);
+  result.peak_bytes = -1;
+  for (int32_t step = 0; step < num_steps; ++step) {
+    const int64_t workspace = graph.op(schedule[step].op).workspace_bytes;
+    const int64_t at_step = live + created_bytes[step] + workspace;
+    result.step_bytes[step] = at_step;
+    if (at_step > result.peak_bytes) {
+      result.peak_bytes = at_step;
+      result.peak_step = step;
+    }
+    live += created_bytes[step] - freed_after[step];
+  }
+
+  // What is live at the peak, and its breakdown.
+  const int32_t peak = result.peak_step;
+  for (const Instance& instance : instances) {
+    const int32_t free_step = FreeStep(graph, instance);
+    if (instance.created_step > peak || free_step < peak) continue;
+    const int64_t bytes =
+        AllocatedBytes(graph.tensor(instance.tensor).size_bytes, options);
+    AddToBreakdown(graph, instance, bytes, result.breakdown);
+    result.live_at_peak.push_back(
+        {instance.tensor, bytes, instance.created_step});
+  }
+  result.breakdown.workspace_bytes =
+      graph.op(schedule[peak].op).workspace_bytes;
+  std::stable_sort(result.live_at_peak.begin(), result.live_at_peak.end(),
+                   [](const LiveInstance& a, const LiveInstance& b) {
+                     return a.bytes > b.bytes;
+                   });
+  return result;
+}
+
+SimulationResult SimulatePlain(const Graph& graph,
+                               const MemoryModelOptions& options) {
+  absl::StatusOr<SimulationResult> result =
+      ReplaySchedule(graph, PlainSchedule(graph), options);
+  // A built Graph is ordered, so its plain schedule always replays.
+  return *std::move(result);
+}
+
+}  // namespace echo::planner

@@ -1,0 +1,260 @@
+#include "planner/text_format.h"
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace echo::planner {
+
+namespace {
+
+template <typename Enum, size_t N>
+absl::StatusOr<Enum> LookUp(absl::string_view what, absl::string_view name,
+                            const std::pair<absl::string_view, Enum> (&table)[N]) {
+  for (const auto& [key, value] : table) {
+    if (key == name) return value;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown ", what, " '", name, "'"));
+}
+
+}  // namespace
+
+absl::StatusOr<OpClass> ParseOpClass(absl::string_view name) {
+  static constexpr std::pair<absl::string_view, OpClass> kTable[] = {
+      {"gemm", OpClass::kGemm},
+      {"conv", OpClass::kConv},
+      {"elementwise", OpClass::kElementwise},
+      {"reduction", OpClass::kReduction},
+      {"norm", OpClass::kNorm},
+      {"softmax", OpClass::kSoftmax},
+      {"data_movement", OpClass::kDataMovement},
+      {"view", OpClass::kDataMovement},
+      {"random", OpClass::kRandom},
+      {"collective", OpClass::kCollective},
+      {"other", OpClass::kOther},
+      {"embedding", OpClass::kEmbedding},
+  };
+  return LookUp("op class", name, kTable);
+}
+
+absl::StatusOr<Phase> ParsePhase(absl::string_view name) {
+  static constexpr std::pair<absl::string_view, Phase> kTable[] = {
+      {"fwd", Phase::kForward},       {"forward", Phase::kForward},
+      {"bwd", Phase::kBackward},      {"backward", Phase::kBackward},
+      {"opt", Phase::kOptimizer},     {"optimizer", Phase::kOptimizer},
+  };
+  return LookUp("phase", name, kTable);
+}
+
+absl::StatusOr<TensorRole> ParseTensorRole(absl::string_view name) {
+  static constexpr std::pair<absl::string_view, TensorRole> kTable[] = {
+      {"activation", TensorRole::kActivation},
+      {"parameter", TensorRole::kParameter},
+      {"param", TensorRole::kParameter},
+      {"optimizer_state", TensorRole::kOptimizerState},
+      {"input", TensorRole::kInput},
+      {"gradient", TensorRole::kGradient},
+  };
+  return LookUp("tensor role", name, kTable);
+}
+
+absl::StatusOr<DType> ParseDType(absl::string_view name) {
+  static constexpr std::pair<absl::string_view, DType> kTable[] = {
+      {"f32", DType::kFloat32},     {"f16", DType::kFloat16},
+      {"bf16", DType::kBFloat16},   {"f64", DType::kFloat64},
+      {"i64", DType::kInt64},       {"i32", DType::kInt32},
+      {"i16", DType::kInt16},       {"i8", DType::kInt8},
+      {"u8", DType::kUInt8},        {"bool", DType::kBool},
+      {"f8e4m3", DType::kFloat8E4M3}, {"f8e5m2", DType::kFloat8E5M2},
+      {"c64", DType::kComplex64},
+  };
+  return LookUp("dtype", name, kTable);
+}
+
+namespace {
+
+// "1024" or "f32[2,3]" into a spec's size or dtype+shape.
+absl::Status ParseSize(absl::string_view text, TensorSpec& spec) {
+  const size_t bracket = text.find('[');
+  if (bracket == absl::string_view::npos) {
+    if (!absl::SimpleAtoi(text, &spec.size_bytes) || spec.size_bytes < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("bad size '", text, "' for tensor '", spec.id, "'"));
+    }
+    return absl::OkStatus();
+  }
+  if (text.back() != ']') {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad shape '", text, "' for tensor '", spec.id, "'"));
+  }
+  absl::StatusOr<DType> dtype = ParseDType(text.substr(0, bracket));
+  if (!dtype.ok()) return dtype.status();
+  spec.dtype = *dtype;
+  const absl::string_view dims =
+      text.substr(bracket + 1, text.size() - bracket - 2);
+  if (!dims.empty()) {
+    for (absl::string_view dim : absl::StrSplit(dims, ',')) {
+      int64_t value;
+      if (!absl::SimpleAtoi(dim, &value)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("bad dimension '", dim, "' for tensor '", spec.id,
+                         "'"));
+      }
+      spec.shape.push_back(value);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseDouble(absl::string_view key, absl::string_view text,
+                         double& out) {
+  if (!absl::SimpleAtod(text, &out)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad number '", text, "' for ", key));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseTensorLine(const std::vector<absl::string_view>& words,
+                             GraphBuilder& builder) {
+  if (words.size() < 3) {
+    return absl::InvalidArgumentError(
+        "expected 'tensor <id> <size> [role] [output]'");
+  }
+  TensorSpec spec;
+  spec.id = std::string(words[1]);
+  if (absl::Status s = ParseSize(words[2], spec); !s.ok()) return s;
+  for (size_t i = 3; i < words.size(); ++i) {
+    if (words[i] == "output") {
+      spec.is_output = true;
+      continue;
+    }
+    absl::StatusOr<TensorRole> role = ParseTensorRole(words[i]);
+    if (!role.ok()) return role.status();
+    spec.role = *role;
+    spec.role_set = true;
+  }
+  builder.AddTensor(std::move(spec));
+  return absl::OkStatus();
+}
+
+absl::Status ParseOpOption(absl::string_view word, OpSpec& spec) {
+  if (word == "norecompute" || word == "recompute") {
+    spec.recomputable_set = true;
+    spec.recomputable = word == "recompute";
+    return absl::OkStatus();
+  }
+  const size_t eq = word.find('=');
+  const absl::string_view key = word.substr(0, eq);
+  const absl::string_view value = word.substr(eq + 1);
+  if (key == "cost") return ParseDouble(key, value, spec.relative_cost);
+  if (key == "time") return ParseDouble(key, value, spec.measured_time_seconds);
+  if (key == "flops") return ParseDouble(key, value, spec.flops);
+  if (key == "ws") {
+    if (!absl::SimpleAtoi(value, &spec.workspace_bytes)) {
+      return absl::InvalidArgumentError(absl::StrCat("bad ws '", value, "'"));
+    }
+    return absl::OkStatus();
+  }
+  if (key == "type") {
+    spec.op_type = std::string(value);
+    return absl::OkStatus();
+  }
+  if (key == "name") {
+    spec.name = std::string(value);
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown op option '", word,
+                                                 "'"));
+}
+
+absl::Status ParseOpLine(const std::vector<absl::string_view>& words,
+                         GraphBuilder& builder) {
+  if (words.size() < 5) {
+    return absl::InvalidArgumentError(
+        "expected 'op <id> <phase> <class> <inputs> -> <outputs> [options]'");
+  }
+  OpSpec spec;
+  spec.id = std::string(words[1]);
+  absl::StatusOr<Phase> phase = ParsePhase(words[2]);
+  if (!phase.ok()) return phase.status();
+  spec.phase = *phase;
+  absl::StatusOr<OpClass> op_class = ParseOpClass(words[3]);
+  if (!op_class.ok()) return op_class.status();
+  spec.op_class = *op_class;
+  size_t i = 4;
+  for (; i < words.size() && words[i] != "->"; ++i) {
+    spec.input_ids.emplace_back(words[i]);
+  }
+  if (i == words.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("op '", spec.id, "' has no '->'"));
+  }
+  for (++i; i < words.size(); ++i) {
+    const absl::string_view word = words[i];
+    if (word.find('=') != absl::string_view::npos || word == "norecompute" ||
+        word == "recompute") {
+      if (absl::Status s = ParseOpOption(word, spec); !s.ok()) return s;
+      continue;
+    }
+    const size_t colon = word.find(':');
+    if (colon == absl::string_view::npos) {
+      spec.output_ids.emplace_back(word);
+      continue;
+    }
+    TensorSpec tensor;
+    tensor.id = std::string(word.substr(0, colon));
+    if (absl::Status s = ParseSize(word.substr(colon + 1), tensor); !s.ok()) {
+      return s;
+    }
+    spec.output_ids.push_back(tensor.id);
+    builder.AddTensor(std::move(tensor));
+  }
+  builder.AddOp(std::move(spec));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Graph> ParseTextGraph(absl::string_view text) {
+  GraphBuilder builder;
+  std::vector<std::string> output_ids;
+  int line_number = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    ++line_number;
+    if (const size_t hash = line.find('#'); hash != absl::string_view::npos) {
+      line = line.substr(0, hash);
+    }
+    std::vector<absl::string_view> words =
+        absl::StrSplit(line, absl::ByAnyChar(" \t\r"), absl::SkipEmpty());
+    if (words.empty()) continue;
+    absl::Status status;
+    if (words[0] == "graph" && words.size() == 2) {
+      builder.SetName(std::string(words[1]));
+    } else if (words[0] == "tensor") {
+      status = ParseTensorLine(words, builder);
+    } else if (words[0] == "op") {
+      status = ParseOpLine(words, builder);
+    } else if (words[0] == "output") {
+      for (size_t i = 1; i < words.size(); ++i) {
+        output_ids.emplace_back(words[i]);
+      }
+    } else {
+      status = absl::InvalidArgumentError(
+          absl::StrCat("unknown statement '", words[0], "'"));
+    }
+    if (!status.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("line ", line_number, ": ", status.message()));
+    }
+  }
+  builder.MarkOutputs(std::move(output_ids));
+  return std::move(builder).Build();
+}
+
+}  // namespace echo::planner

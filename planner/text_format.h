@@ -1,0 +1,37 @@
+// A small human-readable graph format, for tests and examples:
+//
+//   graph mlp
+//   tensor x f32[32,128] input        # id, size (bytes or dtype[shape]), role
+//   tensor w 65536 parameter
+//   op fc fwd gemm x w -> h:f32[32,128] cost=2 flops=1e6
+//   op relu fwd elementwise h -> a:16384
+//   op relu_bw bwd elementwise a g -> gh:16384 norecompute
+//   output gh
+//
+// op fields: id, phase (fwd|bwd|opt), class (gemm, conv, elementwise,
+// reduction, norm, softmax, data_movement, random, collective, other,
+// embedding), inputs, "->", outputs (an existing id, or id:size to declare
+// an activation), then key=value options: cost (relative), time (seconds),
+// flops, ws (workspace bytes), type (framework op type), name; and the flags
+// norecompute / recompute. Roles: input, parameter, optimizer_state,
+// gradient, activation; "output" after the role marks a graph output.
+#ifndef ECHO_PLANNER_TEXT_FORMAT_H_
+#define ECHO_PLANNER_TEXT_FORMAT_H_
+
+#include "absl/strings/string_view.h"
+
+#include "absl/status/statusor.h"
+#include "planner/graph.h"
+
+namespace echo::planner {
+
+absl::StatusOr<Graph> ParseTextGraph(absl::string_view text);
+
+absl::StatusOr<OpClass> ParseOpClass(absl::string_view name);
+absl::StatusOr<Phase> ParsePhase(absl::string_view name);
+absl::StatusOr<TensorRole> ParseTensorRole(absl::string_view name);
+absl::StatusOr<DType> ParseDType(absl::string_view name);
+
+}  // namespace echo::planner
+
+#endif  // ECHO_PLANNER_TEXT_FORMAT_H_

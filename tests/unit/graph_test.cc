@@ -1,0 +1,206 @@
+// Validation of graphs: every malformed graph is rejected with a message that
+// names the offending op or tensor.
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "planner/graph.h"
+#include "planner/text_format.h"
+#include "test_util.h"
+
+namespace echo::planner {
+namespace {
+
+using ::testing::HasSubstr;
+
+void ExpectInvalid(absl::string_view text, absl::string_view fragment) {
+  absl::StatusOr<Graph> graph = ParseTextGraph(text);
+  ASSERT_FALSE(graph.ok()) << "accepted:\n" << text;
+  EXPECT_EQ(graph.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(graph.status().message()), HasSubstr(fragment));
+}
+
+TEST(GraphTest, ParsesTextFormatAndResolvesIds) {
+  Graph graph = testing::ParseOrDie(R"(
+    graph mlp
+    tensor x f32[4,8] input
+    tensor w 128 parameter
+    op fc fwd gemm x w -> h:f32[4,8] cost=2 flops=512 type=aten::mm
+    op act fwd elementwise h -> a:128
+    op act_bw bwd elementwise a h -> g:128 ws=64 norecompute
+    output g
+  )");
+  EXPECT_EQ(graph.name(), "mlp");
+  ASSERT_EQ(graph.num_ops(), 3);
+  ASSERT_EQ(graph.num_tensors(), 5);
+  const Tensor& x = graph.tensor(graph.FindTensor("x"));
+  EXPECT_EQ(x.size_bytes, 4 * 8 * 4);
+  EXPECT_EQ(x.role, TensorRole::kInput);
+  EXPECT_EQ(x.producer, kNoOp);
+  EXPECT_EQ(graph.tensor(graph.FindTensor("w")).role, TensorRole::kParameter);
+  const Tensor& h = graph.tensor(graph.FindTensor("h"));
+  EXPECT_EQ(h.role, TensorRole::kActivation);
+  EXPECT_EQ(h.producer, graph.FindOp("fc"));
+  EXPECT_EQ(h.readers, (std::vector<OpIndex>{1, 2}));
+  const Op& fc = graph.op(graph.FindOp("fc"));
+  EXPECT_EQ(fc.op_class, OpClass::kGemm);
+  EXPECT_EQ(fc.relative_cost, 2);
+  EXPECT_EQ(fc.flops, 512);
+  EXPECT_EQ(fc.op_type, "aten::mm");
+  const Op& bw = graph.op(graph.FindOp("act_bw"));
+  EXPECT_EQ(bw.phase, Phase::kBackward);
+  EXPECT_EQ(bw.workspace_bytes, 64);
+  EXPECT_FALSE(bw.recomputable);
+  EXPECT_TRUE(graph.tensor(graph.FindTensor("g")).is_output);
+}
+
+TEST(GraphTest, RandomAndCollectiveOpsAreNotRecomputableByDefault) {
+  Graph graph = testing::ParseOrDie(R"(
+    tensor x 16
+    op drop fwd random x -> d:16
+    op ar fwd collective d -> r:16
+    op r2 fwd random r -> q:16 recompute
+  )");
+  EXPECT_FALSE(graph.op(0).recomputable);
+  EXPECT_FALSE(graph.op(1).recomputable);
+  EXPECT_TRUE(graph.op(2).recomputable);
+}
+
+TEST(GraphTest, RejectsDuplicateTensorId) {
+  ExpectInvalid("tensor x 4\ntensor x 8\nop a fwd other x -> y:4",
+                "tensor 'x': duplicate tensor id");
+}
+
+TEST(GraphTest, RejectsDuplicateOpId) {
+  ExpectInvalid("tensor x 4\nop a fwd other x -> y:4\nop a fwd other y -> z:4",
+                "op 'a': duplicate op id");
+}
+
+TEST(GraphTest, RejectsDanglingInput) {
+  ExpectInvalid("tensor x 4\nop a fwd other nope -> y:4",
+                "op 'a': reads unknown tensor 'nope'");
+}
+
+TEST(GraphTest, RejectsDanglingOutput) {
+  ExpectInvalid("tensor x 4\nop a fwd other x -> ghost",
+                "op 'a': writes unknown tensor 'ghost'");
+}
+
+TEST(GraphTest, RejectsDoublyProducedTensor) {
+  ExpectInvalid("tensor x 4\nop a fwd other x -> y:4\nop b fwd other x -> y",
+                "tensor 'y': produced twice, by op 'a' and op 'b'");
+}
+
+TEST(GraphTest, RejectsReadBeforeProduced) {
+  ExpectInvalid("tensor x 4\ntensor y 4\nop a fwd other y -> z:4\n"
+                "op b fwd other x -> y",
+                "op 'a': reads tensor 'y' before its producer 'b' runs");
+}
+
+TEST(GraphTest, RejectsInPlaceWrite) {
+  ExpectInvalid("tensor x 4\ntensor y 4\nop a fwd other x y -> y",
+                "op 'a': reads and writes tensor 'y'");
+}
+
+TEST(GraphTest, RejectsNegativeDimension) {
+  ExpectInvalid("tensor x f32[2,-3]\nop a fwd other x -> y:4",
+                "tensor 'x': negative dimension -3 at axis 1");
+}
+
+TEST(GraphTest, RejectsShapeOverflow) {
+  ExpectInvalid(
+      "tensor x f32[4294967296,4294967296]\nop a fwd other x -> y:4",
+      "tensor 'x': shape [4294967296,4294967296] overflows int64");
+}
+
+TEST(GraphTest, RejectsTotalSizeOverflow) {
+  ExpectInvalid(
+      "tensor x 4611686018427387000\ntensor z 4611686018427387000\n"
+      "op a fwd other x z -> y:4",
+      "overflow int64");
+}
+
+TEST(GraphTest, RejectsNegativeSizeThroughBuilder) {
+  GraphBuilder builder;
+  TensorSpec tensor;
+  tensor.id = "t";
+  tensor.size_bytes = -5;
+  builder.AddTensor(tensor);
+  OpSpec op;
+  op.id = "o";
+  op.input_ids = {"t"};
+  builder.AddOp(op);
+  absl::StatusOr<Graph> graph = std::move(builder).Build();
+  ASSERT_FALSE(graph.ok());
+  EXPECT_THAT(std::string(graph.status().message()),
+              HasSubstr("tensor 't': negative size_bytes -5"));
+}
+
+TEST(GraphTest, RejectsEmptyGraph) { ExpectInvalid("tensor x 4", "no ops"); }
+
+TEST(GraphTest, RejectsUnknownOutputMark) {
+  ExpectInvalid("tensor x 4\nop a fwd other x -> y:4\noutput q",
+                "tensor 'q': marked as output");
+}
+
+TEST(GraphTest, TextErrorsCarryLineNumbers) {
+  ExpectInvalid("tensor x 4\nop a sideways other x -> y:4",
+                "line 2: unknown phase 'sideways'");
+  ExpectInvalid("tensor x 4\nop a fwd magic x -> y:4",
+                "line 2: unknown op class 'magic'");
+  ExpectInvalid("tensor x f99[2]\n", "line 1: unknown dtype 'f99'");
+}
+
+TEST(CheckmateImportTest, ImportsVgg16) {
+  Graph graph = testing::LoadCheckmate("vgg16_b256_train");
+  EXPECT_EQ(graph.num_ops(), 45);
+  EXPECT_EQ(graph.num_tensors(), 45);
+  const Op& first = graph.op(0);
+  EXPECT_EQ(first.id, "0");
+  EXPECT_EQ(first.name, "block1_conv1");
+  EXPECT_EQ(first.op_class, OpClass::kConv);
+  EXPECT_EQ(first.relative_cost, 385);
+  EXPECT_EQ(graph.tensor(0).size_bytes, 3288334336);
+  EXPECT_EQ(graph.op(44).phase, Phase::kBackward);
+  int edges = 0;
+  for (const Op& op : graph.ops()) edges += static_cast<int>(op.inputs.size());
+  EXPECT_EQ(edges, 87);
+}
+
+TEST(CheckmateImportTest, RejectsMalformedJson) {
+  for (const char* bad :
+       {"{", "[]", R"({"nodes": [], "links": 3})",
+        R"({"nodes": [{"id": 0, "cost_cpu": 1}], "links": []})",
+        R"({"nodes": [{"id": 0, "cost_cpu": 1, "cost_ram": 4}],
+            "links": [{"source": 0, "target": 5}]})",
+        R"({"nodes": [{"id": 0, "cost_cpu": 1, "cost_ram": 4},
+                      {"id": 0, "cost_cpu": 1, "cost_ram": 4}], "links": []})"}) {
+    absl::StatusOr<Graph> graph = ImportCheckmateJson(bad);
+    EXPECT_FALSE(graph.ok()) << bad;
+    EXPECT_THAT(std::string(graph.status().message()),
+                HasSubstr("checkmate graph"));
+  }
+}
+
+TEST(CheckmateImportTest, RejectsCycleAsOrderError) {
+  absl::StatusOr<Graph> graph = ImportCheckmateJson(R"({"nodes": [
+      {"id": 0, "cost_cpu": 1, "cost_ram": 4},
+      {"id": 1, "cost_cpu": 1, "cost_ram": 4}],
+      "links": [{"source": 1, "target": 0}]})");
+  ASSERT_FALSE(graph.ok());
+  EXPECT_THAT(std::string(graph.status().message()),
+              HasSubstr("op '0': reads tensor '1' before its producer"));
+}
+
+TEST(OpClassFromLayerNameTest, MapsKerasNames) {
+  EXPECT_EQ(OpClassFromLayerName("block3_conv2_backward"), OpClass::kConv);
+  EXPECT_EQ(OpClassFromLayerName("fc1"), OpClass::kGemm);
+  EXPECT_EQ(OpClassFromLayerName("conv2_block1_1_bn"), OpClass::kNorm);
+  EXPECT_EQ(OpClassFromLayerName("conv_dw_3"), OpClass::kConv);
+  EXPECT_EQ(OpClassFromLayerName("conv1_pad"), OpClass::kDataMovement);
+  EXPECT_EQ(OpClassFromLayerName("bn_5"), OpClass::kNorm);
+  EXPECT_EQ(OpClassFromLayerName("block1_pool"), OpClass::kReduction);
+  EXPECT_EQ(OpClassFromLayerName("flatten"), OpClass::kDataMovement);
+  EXPECT_EQ(OpClassFromLayerName("activation_3"), OpClass::kElementwise);
+}
+
+}  // namespace
+}  // namespace echo::planner
