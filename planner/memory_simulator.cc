@@ -194,6 +194,7 @@ absl::StatusOr<SimulationResult> ReplaySchedule(
 
   // What is live at the peak, and its breakdown.
   const int32_t peak = result.peak_step;
+  result.peak_op = schedule[peak].op;
   for (const Instance& instance : instances) {
     const int32_t free_step = FreeStep(graph, instance);
     if (instance.created_step > peak || free_step < peak) continue;

@@ -59,6 +59,7 @@ struct LiveInstance {
 struct SimulationResult {
   int64_t peak_bytes = 0;
   int32_t peak_step = 0;
+  OpIndex peak_op = 0;  // the op executing at the peak step
   // Memory while each step runs: live instances + its outputs + workspace.
   std::vector<int64_t> step_bytes;
   // Parameters and optimizer state present from the start.

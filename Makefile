@@ -1,0 +1,61 @@
+# Thin wrapper: the real build is CMake. `make run` and `make test` work on a
+# fresh Debian 12 machine: they install the packages they need first.
+BUILD_DIR ?= build
+BUILD_TYPE ?= RelWithDebInfo
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+GRPC_ADDRESS ?= 127.0.0.1:50051
+METRICS_ADDRESS ?= 127.0.0.1:9464
+
+# Debian packages: to build and run echod, and in addition to run the tests.
+RUN_PACKAGES := build-essential cmake pkg-config libgrpc++-dev \
+  protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev \
+  prometheus-cpp-dev libspdlog-dev nlohmann-json3-dev coinor-libcbc-dev \
+  libgtest-dev libgmock-dev libbenchmark-dev
+TEST_PACKAGES := $(RUN_PACKAGES) python3 python3-torch python3-torchvision \
+  python3-grpcio python3-protobuf python3-pytest curl nodejs npm
+
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: all deps test-deps configure build run test bench clean
+
+all: build
+
+# Installs only what is missing, non-interactively.
+define install_missing
+	@missing=$$(for p in $(1); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null \
+	  | grep -q '^install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:" $$missing; \
+	  $(SUDO) apt-get update -q && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q \
+	    --no-install-recommends $$missing; \
+	fi
+endef
+
+deps:
+	$(call install_missing,$(RUN_PACKAGES))
+
+test-deps:
+	$(call install_missing,$(TEST_PACKAGES))
+
+configure:
+	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS)
+
+build: deps configure
+	cmake --build $(BUILD_DIR) -j $(JOBS)
+
+run: build
+	$(BUILD_DIR)/bin/echod --grpc_address=$(GRPC_ADDRESS) \
+	  --metrics_address=$(METRICS_ADDRESS)
+
+test: test-deps configure
+	cmake --build $(BUILD_DIR) -j $(JOBS)
+	cd $(BUILD_DIR) && ctest --output-on-failure --timeout 1800
+
+bench: build
+	$(BUILD_DIR)/bin/echo_plan_bench quality
+	$(BUILD_DIR)/bin/echo_plan_bench speed
+
+clean:
+	rm -rf $(BUILD_DIR)

@@ -1,0 +1,115 @@
+#include "client/graph_loader.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/text_format.h"
+#include "google/protobuf/util/json_util.h"
+#include "planner/checkmate_import.h"
+#include "planner/text_format.h"
+#include "server/adapter/graph_convert.h"
+
+namespace echo::client {
+
+absl::StatusOr<GraphFormat> ParseGraphFormat(absl::string_view name) {
+  const std::string lower = absl::AsciiStrToLower(name);
+  if (lower == "auto") return GraphFormat::kAuto;
+  if (lower == "checkmate") return GraphFormat::kCheckmate;
+  if (lower == "json") return GraphFormat::kProtoJson;
+  if (lower == "binary" || lower == "pb") return GraphFormat::kBinary;
+  if (lower == "textproto" || lower == "pbtxt") return GraphFormat::kTextProto;
+  if (lower == "text" || lower == "graph") return GraphFormat::kEchoText;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown graph format '", name,
+      "' (auto, checkmate, json, binary, textproto, text)"));
+}
+
+namespace {
+
+GraphFormat DetectFormat(const std::string& path, const std::string& content) {
+  const auto ends = [&](absl::string_view suffix) {
+    return absl::EndsWith(path, suffix);
+  };
+  if (ends(".pb") || ends(".binpb")) return GraphFormat::kBinary;
+  if (ends(".pbtxt") || ends(".textproto") || ends(".txtpb")) {
+    return GraphFormat::kTextProto;
+  }
+  if (ends(".graph")) return GraphFormat::kEchoText;
+  if (ends(".json")) {
+    return absl::StrContains(content, "\"links\"") ? GraphFormat::kCheckmate
+                                                    : GraphFormat::kProtoJson;
+  }
+  return GraphFormat::kBinary;
+}
+
+absl::StatusOr<v1::Graph> FromPlanner(
+    absl::StatusOr<planner::Graph> graph) {
+  if (!graph.ok()) return graph.status();
+  return adapter::GraphToProto(*graph);
+}
+
+}  // namespace
+
+absl::StatusOr<v1::Graph> ParseGraph(const std::string& content,
+                                     GraphFormat format,
+                                     absl::string_view name_for_errors) {
+  const auto fail = [&](absl::string_view what) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name_for_errors, ": ", what));
+  };
+  if (format == GraphFormat::kAuto) {
+    format = DetectFormat(std::string(name_for_errors), content);
+  }
+  v1::Graph graph;
+  switch (format) {
+    case GraphFormat::kCheckmate: {
+      absl::StatusOr<v1::Graph> result =
+          FromPlanner(planner::ImportCheckmateJson(content));
+      if (!result.ok()) return fail(result.status().message());
+      return result;
+    }
+    case GraphFormat::kEchoText: {
+      absl::StatusOr<v1::Graph> result =
+          FromPlanner(planner::ParseTextGraph(content));
+      if (!result.ok()) return fail(result.status().message());
+      return result;
+    }
+    case GraphFormat::kProtoJson: {
+      google::protobuf::util::JsonParseOptions options;
+      const auto status =
+          google::protobuf::util::JsonStringToMessage(content, &graph, options);
+      if (!status.ok()) {
+        return fail(absl::StrCat("not an echo.v1.Graph in proto3 JSON: ",
+                                 status.message().as_string()));
+      }
+      return graph;
+    }
+    case GraphFormat::kTextProto:
+      if (!google::protobuf::TextFormat::ParseFromString(content, &graph)) {
+        return fail("not an echo.v1.Graph in text format");
+      }
+      return graph;
+    case GraphFormat::kBinary:
+    case GraphFormat::kAuto:
+      if (!graph.ParseFromString(content)) {
+        return fail("not a binary echo.v1.Graph");
+      }
+      return graph;
+  }
+  return fail("unknown format");
+}
+
+absl::StatusOr<v1::Graph> LoadGraphFile(const std::string& path,
+                                        GraphFormat format) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return ParseGraph(buffer.str(), format, path);
+}
+
+}  // namespace echo::client

@@ -1,0 +1,266 @@
+#include "server/adapter/graph_convert.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace echo::adapter {
+
+namespace {
+
+planner::DType DTypeFromProto(v1::DType dtype) {
+  switch (dtype) {
+    case v1::DTYPE_FLOAT32: return planner::DType::kFloat32;
+    case v1::DTYPE_FLOAT16: return planner::DType::kFloat16;
+    case v1::DTYPE_BFLOAT16: return planner::DType::kBFloat16;
+    case v1::DTYPE_FLOAT64: return planner::DType::kFloat64;
+    case v1::DTYPE_INT64: return planner::DType::kInt64;
+    case v1::DTYPE_INT32: return planner::DType::kInt32;
+    case v1::DTYPE_INT16: return planner::DType::kInt16;
+    case v1::DTYPE_INT8: return planner::DType::kInt8;
+    case v1::DTYPE_UINT8: return planner::DType::kUInt8;
+    case v1::DTYPE_BOOL: return planner::DType::kBool;
+    case v1::DTYPE_FLOAT8_E4M3: return planner::DType::kFloat8E4M3;
+    case v1::DTYPE_FLOAT8_E5M2: return planner::DType::kFloat8E5M2;
+    case v1::DTYPE_COMPLEX64: return planner::DType::kComplex64;
+    default: return planner::DType::kUnspecified;
+  }
+}
+
+v1::DType DTypeToProto(planner::DType dtype) {
+  for (int value = v1::DType_MIN; value <= v1::DType_MAX; ++value) {
+    if (v1::DType_IsValid(value) &&
+        DTypeFromProto(static_cast<v1::DType>(value)) == dtype) {
+      return static_cast<v1::DType>(value);
+    }
+  }
+  return v1::DTYPE_UNSPECIFIED;
+}
+
+planner::OpClass OpClassFromProto(v1::OpClass op_class) {
+  switch (op_class) {
+    case v1::OP_CLASS_GEMM: return planner::OpClass::kGemm;
+    case v1::OP_CLASS_CONV: return planner::OpClass::kConv;
+    case v1::OP_CLASS_ELEMENTWISE: return planner::OpClass::kElementwise;
+    case v1::OP_CLASS_REDUCTION: return planner::OpClass::kReduction;
+    case v1::OP_CLASS_NORM: return planner::OpClass::kNorm;
+    case v1::OP_CLASS_SOFTMAX: return planner::OpClass::kSoftmax;
+    case v1::OP_CLASS_DATA_MOVEMENT: return planner::OpClass::kDataMovement;
+    case v1::OP_CLASS_RANDOM: return planner::OpClass::kRandom;
+    case v1::OP_CLASS_COLLECTIVE: return planner::OpClass::kCollective;
+    case v1::OP_CLASS_EMBEDDING: return planner::OpClass::kEmbedding;
+    default: return planner::OpClass::kOther;
+  }
+}
+
+v1::OpClass OpClassToProto(planner::OpClass op_class) {
+  for (int value = v1::OpClass_MIN + 1; value <= v1::OpClass_MAX; ++value) {
+    if (v1::OpClass_IsValid(value) &&
+        OpClassFromProto(static_cast<v1::OpClass>(value)) == op_class) {
+      return static_cast<v1::OpClass>(value);
+    }
+  }
+  return v1::OP_CLASS_OTHER;
+}
+
+planner::Phase PhaseFromProto(v1::Phase phase) {
+  switch (phase) {
+    case v1::PHASE_BACKWARD: return planner::Phase::kBackward;
+    case v1::PHASE_OPTIMIZER: return planner::Phase::kOptimizer;
+    default: return planner::Phase::kForward;
+  }
+}
+
+v1::Phase PhaseToProto(planner::Phase phase) {
+  switch (phase) {
+    case planner::Phase::kBackward: return v1::PHASE_BACKWARD;
+    case planner::Phase::kOptimizer: return v1::PHASE_OPTIMIZER;
+    case planner::Phase::kForward: return v1::PHASE_FORWARD;
+  }
+  return v1::PHASE_FORWARD;
+}
+
+planner::TensorRole RoleFromProto(v1::TensorRole role) {
+  switch (role) {
+    case v1::TENSOR_ROLE_PARAMETER: return planner::TensorRole::kParameter;
+    case v1::TENSOR_ROLE_OPTIMIZER_STATE:
+      return planner::TensorRole::kOptimizerState;
+    case v1::TENSOR_ROLE_INPUT: return planner::TensorRole::kInput;
+    case v1::TENSOR_ROLE_GRADIENT: return planner::TensorRole::kGradient;
+    default: return planner::TensorRole::kActivation;
+  }
+}
+
+}  // namespace
+
+v1::TensorRole RoleToProto(planner::TensorRole role) {
+  switch (role) {
+    case planner::TensorRole::kParameter: return v1::TENSOR_ROLE_PARAMETER;
+    case planner::TensorRole::kOptimizerState:
+      return v1::TENSOR_ROLE_OPTIMIZER_STATE;
+    case planner::TensorRole::kInput: return v1::TENSOR_ROLE_INPUT;
+    case planner::TensorRole::kGradient: return v1::TENSOR_ROLE_GRADIENT;
+    case planner::TensorRole::kActivation: return v1::TENSOR_ROLE_ACTIVATION;
+  }
+  return v1::TENSOR_ROLE_ACTIVATION;
+}
+
+absl::StatusOr<planner::Graph> GraphFromProto(const v1::Graph& proto) {
+  planner::GraphBuilder builder(proto.name());
+  for (const auto& [key, value] : proto.metadata()) {
+    builder.SetMetadata(key, value);
+  }
+  for (const v1::Tensor& tensor : proto.tensors()) {
+    planner::TensorSpec spec;
+    spec.id = tensor.id();
+    spec.name = tensor.name();
+    spec.shape.assign(tensor.shape().begin(), tensor.shape().end());
+    if (!v1::DType_IsValid(tensor.dtype())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tensor '", tensor.id(), "': unknown dtype ", tensor.dtype()));
+    }
+    spec.dtype = DTypeFromProto(tensor.dtype());
+    if (tensor.has_size_bytes()) {
+      if (tensor.size_bytes() < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("tensor '", tensor.id(), "': negative size_bytes ",
+                         tensor.size_bytes()));
+      }
+      spec.size_bytes = tensor.size_bytes();
+    }
+    spec.role_set = tensor.role() != v1::TENSOR_ROLE_UNSPECIFIED;
+    spec.role = RoleFromProto(tensor.role());
+    spec.is_output = tensor.is_output();
+    builder.AddTensor(std::move(spec));
+  }
+  for (const v1::Op& op : proto.ops()) {
+    planner::OpSpec spec;
+    spec.id = op.id();
+    spec.name = op.name();
+    spec.op_type = op.op_type();
+    spec.op_class = OpClassFromProto(op.op_class());
+    spec.phase = PhaseFromProto(op.phase());
+    spec.input_ids.assign(op.input_ids().begin(), op.input_ids().end());
+    spec.output_ids.assign(op.output_ids().begin(), op.output_ids().end());
+    // Absent optional numbers stay -1 ("unknown") in the IR.
+    const auto optional_number = [&](bool present, double value,
+                                     absl::string_view field,
+                                     double& out) -> absl::Status {
+      if (!present) return absl::OkStatus();
+      if (!(value >= 0)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("op '", op.id(), "': ", field,
+                         " must be a non-negative number, got ", value));
+      }
+      out = value;
+      return absl::OkStatus();
+    };
+    for (absl::Status status :
+         {optional_number(op.has_flops(), op.flops(), "flops", spec.flops),
+          optional_number(op.has_measured_time_seconds(),
+                          op.measured_time_seconds(), "measured_time_seconds",
+                          spec.measured_time_seconds),
+          optional_number(op.has_relative_cost(), op.relative_cost(),
+                          "relative_cost", spec.relative_cost)}) {
+      if (!status.ok()) return status;
+    }
+    spec.workspace_bytes = op.workspace_bytes();
+    spec.recomputable_set = op.has_recomputable();
+    spec.recomputable = op.recomputable();
+    spec.attributes.insert(op.attributes().begin(), op.attributes().end());
+    builder.AddOp(std::move(spec));
+  }
+  return std::move(builder).Build();
+}
+
+v1::Graph GraphToProto(const planner::Graph& graph) {
+  v1::Graph proto;
+  proto.set_name(graph.name());
+  for (const auto& [key, value] : graph.metadata()) {
+    (*proto.mutable_metadata())[key] = value;
+  }
+  for (const planner::Tensor& tensor : graph.tensors()) {
+    v1::Tensor* out = proto.add_tensors();
+    out->set_id(tensor.id);
+    out->set_name(tensor.name);
+    for (int64_t dim : tensor.shape) out->add_shape(dim);
+    out->set_dtype(DTypeToProto(tensor.dtype));
+    out->set_size_bytes(tensor.size_bytes);
+    out->set_role(RoleToProto(tensor.role));
+    out->set_is_output(tensor.is_output);
+  }
+  for (const planner::Op& op : graph.ops()) {
+    v1::Op* out = proto.add_ops();
+    out->set_id(op.id);
+    out->set_name(op.name);
+    out->set_op_type(op.op_type);
+    out->set_op_class(OpClassToProto(op.op_class));
+    out->set_phase(PhaseToProto(op.phase));
+    for (planner::TensorIndex t : op.inputs) {
+      out->add_input_ids(graph.tensor(t).id);
+    }
+    for (planner::TensorIndex t : op.outputs) {
+      out->add_output_ids(graph.tensor(t).id);
+    }
+    if (op.flops >= 0) out->set_flops(op.flops);
+    if (op.measured_time_seconds >= 0) {
+      out->set_measured_time_seconds(op.measured_time_seconds);
+    }
+    if (op.relative_cost >= 0) out->set_relative_cost(op.relative_cost);
+    out->set_workspace_bytes(op.workspace_bytes);
+    out->set_recomputable(op.recomputable);
+    out->mutable_attributes()->insert(op.attributes.begin(),
+                                      op.attributes.end());
+  }
+  return proto;
+}
+
+absl::StatusOr<planner::MemoryModelOptions> MemoryModelFromProto(
+    const v1::AllocatorModel& allocator) {
+  if (allocator.rounding_bytes() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("allocator.rounding_bytes must be >= 0, got ",
+                     allocator.rounding_bytes()));
+  }
+  planner::MemoryModelOptions options;
+  options.rounding_bytes = allocator.rounding_bytes();
+  return options;
+}
+
+void FillBreakdown(const planner::MemoryBreakdown& breakdown,
+                   v1::MemoryBreakdown* proto) {
+  proto->set_parameter_bytes(breakdown.parameter_bytes);
+  proto->set_optimizer_state_bytes(breakdown.optimizer_state_bytes);
+  proto->set_gradient_bytes(breakdown.gradient_bytes);
+  proto->set_input_bytes(breakdown.input_bytes);
+  proto->set_stashed_activation_bytes(breakdown.stashed_activation_bytes);
+  proto->set_transient_bytes(breakdown.transient_bytes);
+  proto->set_workspace_bytes(breakdown.workspace_bytes);
+}
+
+void FillEstimate(const planner::Graph& graph,
+                  const planner::SimulationResult& result,
+                  int max_live_tensors, v1::EstimateMemoryResponse* response) {
+  response->set_peak_bytes(result.peak_bytes);
+  response->set_peak_step(result.peak_step);
+  response->set_peak_op_id(graph.op(result.peak_op).id);
+  FillBreakdown(result.breakdown, response->mutable_breakdown());
+  response->set_op_count(graph.num_ops());
+  response->set_tensor_count(graph.num_tensors());
+  response->set_persistent_bytes(result.persistent_bytes);
+  const size_t limit = max_live_tensors < 0
+                           ? result.live_at_peak.size()
+                           : static_cast<size_t>(max_live_tensors);
+  for (size_t i = 0; i < result.live_at_peak.size() && i < limit; ++i) {
+    const planner::LiveInstance& live = result.live_at_peak[i];
+    const planner::Tensor& tensor = graph.tensor(live.tensor);
+    v1::LiveTensor* out = response->add_live_at_peak();
+    out->set_tensor_id(tensor.id);
+    out->set_size_bytes(live.bytes);
+    out->set_role(RoleToProto(tensor.role));
+    if (tensor.producer != planner::kNoOp) {
+      out->set_producer_op_id(graph.op(tensor.producer).id);
+    }
+  }
+}
+
+}  // namespace echo::adapter

@@ -1,0 +1,37 @@
+// Proto <-> planner IR for graphs and memory results. The only place that
+// knows both representations; the planner never sees a proto.
+#ifndef ECHO_SERVER_ADAPTER_GRAPH_CONVERT_H_
+#define ECHO_SERVER_ADAPTER_GRAPH_CONVERT_H_
+
+#include "absl/status/statusor.h"
+#include "echo/v1/graph.pb.h"
+#include "echo/v1/planner.pb.h"
+#include "planner/graph.h"
+#include "planner/memory_simulator.h"
+
+namespace echo::adapter {
+
+// Validates while converting (through planner::GraphBuilder): errors are
+// InvalidArgument naming the op or tensor.
+absl::StatusOr<planner::Graph> GraphFromProto(const v1::Graph& proto);
+
+// The inverse, for clients that import other formats.
+v1::Graph GraphToProto(const planner::Graph& graph);
+
+absl::StatusOr<planner::MemoryModelOptions> MemoryModelFromProto(
+    const v1::AllocatorModel& allocator);
+
+// Fills peak, step, breakdown and the largest `max_live_tensors` instances
+// live at the peak (-1: all).
+void FillEstimate(const planner::Graph& graph,
+                  const planner::SimulationResult& result,
+                  int max_live_tensors, v1::EstimateMemoryResponse* response);
+
+v1::TensorRole RoleToProto(planner::TensorRole role);
+
+void FillBreakdown(const planner::MemoryBreakdown& breakdown,
+                   v1::MemoryBreakdown* proto);
+
+}  // namespace echo::adapter
+
+#endif  // ECHO_SERVER_ADAPTER_GRAPH_CONVERT_H_

@@ -1,0 +1,149 @@
+#include "server/echo_server.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server_builder.h"
+#include "spdlog/spdlog.h"
+
+namespace echo::server {
+
+namespace {
+
+constexpr char kServiceName[] = "echo.v1.MemoryPlanner";
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> TcpCredentials(
+    const ServerOptions& options) {
+  if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls_cert_file and --tls_key_file must be given together");
+  }
+  if (options.tls_cert_file.empty()) return grpc::InsecureServerCredentials();
+  absl::StatusOr<std::string> cert = ReadFile(options.tls_cert_file);
+  if (!cert.ok()) return cert.status();
+  absl::StatusOr<std::string> key = ReadFile(options.tls_key_file);
+  if (!key.ok()) return key.status();
+  grpc::SslServerCredentialsOptions ssl;
+  ssl.pem_key_cert_pairs.push_back({*key, *cert});
+  return grpc::SslServerCredentials(ssl);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<EchoServer>> EchoServer::Start(
+    const ServerOptions& options) {
+  if (options.max_request_bytes <= 0 ||
+      options.max_request_bytes > std::numeric_limits<int>::max()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_request_bytes must be in 1..", std::numeric_limits<int>::max()));
+  }
+  if (options.max_concurrent_requests <= 0) {
+    return absl::InvalidArgumentError("--max_concurrent_requests must be > 0");
+  }
+  if (options.grpc_address.empty() && options.unix_socket.empty()) {
+    return absl::InvalidArgumentError(
+        "nothing to listen on: set --grpc_address or --unix_socket");
+  }
+  std::unique_ptr<EchoServer> server(new EchoServer());
+  server->options_ = options;
+  server->registry_ = std::make_shared<prometheus::Registry>();
+  server->metrics_ = std::make_unique<ServerMetrics>(server->registry_);
+  if (!options.metrics_address.empty()) {
+    try {
+      server->exposer_ =
+          std::make_unique<prometheus::Exposer>(options.metrics_address);
+    } catch (const std::exception& e) {
+      return absl::UnavailableError(absl::StrCat(
+          "cannot serve metrics on ", options.metrics_address, ": ", e.what()));
+    }
+    server->exposer_->RegisterCollectable(server->registry_);
+    const std::vector<int> ports = server->exposer_->GetListeningPorts();
+    const std::string host = options.metrics_address.substr(
+        0, options.metrics_address.rfind(':'));
+    server->metrics_endpoint_ =
+        absl::StrCat(host, ":", ports.empty() ? 0 : ports.front());
+  }
+
+  server->service_ = std::make_unique<PlannerService>(
+      PlannerServiceOptions{options.max_concurrent_requests},
+      server->metrics_.get());
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_request_bytes));
+  builder.SetMaxSendMessageSize(std::numeric_limits<int>::max());
+  if (!options.grpc_address.empty()) {
+    absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+        TcpCredentials(options);
+    if (!credentials.ok()) return credentials.status();
+    builder.AddListeningPort(options.grpc_address, *credentials,
+                             &server->grpc_port_);
+  }
+  if (!options.unix_socket.empty()) {
+    // A socket left by a killed echod would make the bind fail.
+    ::unlink(options.unix_socket.c_str());
+    builder.AddListeningPort(absl::StrCat("unix:", options.unix_socket),
+                             grpc::InsecureServerCredentials());
+  }
+  builder.RegisterService(server->service_.get());
+  server->server_ = builder.BuildAndStart();
+  if (server->server_ == nullptr ||
+      (!options.grpc_address.empty() && server->grpc_port_ == 0)) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot listen on ", options.grpc_address,
+        options.unix_socket.empty() ? "" : " / unix:", options.unix_socket,
+        " (address in use or not permitted?)"));
+  }
+  if (!options.unix_socket.empty()) {
+    // Framework hooks on the node run as other users.
+    ::chmod(options.unix_socket.c_str(), 0666);
+  }
+  grpc::HealthCheckServiceInterface* health =
+      server->server_->GetHealthCheckService();
+  health->SetServingStatus(kServiceName, true);
+  health->SetServingStatus(true);
+  return server;
+}
+
+void EchoServer::Drain() {
+  if (drained_) return;
+  drained_ = true;
+  spdlog::info("draining: health NOT_SERVING, finishing in-flight requests "
+               "(up to {:.1f} s)",
+               options_.drain_timeout_seconds);
+  server_->GetHealthCheckService()->SetServingStatus(false);
+  service_->StartDraining();
+  const auto deadline =
+      std::chrono::system_clock::now() +
+      std::chrono::milliseconds(
+          static_cast<int64_t>(options_.drain_timeout_seconds * 1000));
+  server_->Shutdown(deadline);
+  if (!options_.unix_socket.empty()) ::unlink(options_.unix_socket.c_str());
+}
+
+void EchoServer::Wait() { server_->Wait(); }
+
+EchoServer::~EchoServer() {
+  Drain();
+  server_->Wait();
+}
+
+}  // namespace echo::server

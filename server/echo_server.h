@@ -1,0 +1,61 @@
+// echod's gRPC server, health service, reflection and metrics endpoint, as a
+// class so that tests can run it in-process.
+#ifndef ECHO_SERVER_ECHO_SERVER_H_
+#define ECHO_SERVER_ECHO_SERVER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "grpcpp/server.h"
+#include "prometheus/exposer.h"
+#include "server/metrics.h"
+#include "server/planner_service.h"
+
+namespace echo::server {
+
+struct ServerOptions {
+  std::string grpc_address = "127.0.0.1:50051";
+  std::string unix_socket;  // empty: none
+  std::string metrics_address = "127.0.0.1:9464";  // empty: no endpoint
+  int64_t max_request_bytes = 64 << 20;
+  int max_concurrent_requests = 64;
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  double drain_timeout_seconds = 10;
+};
+
+class EchoServer {
+ public:
+  static absl::StatusOr<std::unique_ptr<EchoServer>> Start(
+      const ServerOptions& options);
+  ~EchoServer();
+
+  // Port bound for grpc_address (resolves ":0").
+  int grpc_port() const { return grpc_port_; }
+  // "host:port" of the metrics endpoint, empty when disabled.
+  std::string metrics_endpoint() const { return metrics_endpoint_; }
+  ServerMetrics& metrics() { return *metrics_; }
+
+  // Health to NOT_SERVING, new requests UNAVAILABLE, in-flight requests get
+  // up to drain_timeout_seconds; then stops. Idempotent.
+  void Drain();
+  void Wait();
+
+ private:
+  EchoServer() = default;
+
+  ServerOptions options_;
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::unique_ptr<ServerMetrics> metrics_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::unique_ptr<PlannerService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int grpc_port_ = 0;
+  std::string metrics_endpoint_;
+  bool drained_ = false;
+};
+
+}  // namespace echo::server
+
+#endif  // ECHO_SERVER_ECHO_SERVER_H_

@@ -1,0 +1,131 @@
+// echod: the Echo memory planner service. Every flag can also be set by an
+// environment variable ECHO_<FLAG NAME IN UPPER CASE>; a flag on the command
+// line wins over the environment.
+#include <csignal>
+#include <cstdlib>
+#include <iostream>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "server/echo_server.h"
+#include "spdlog/spdlog.h"
+
+ABSL_FLAG(std::string, grpc_address, "127.0.0.1:50051",
+          "host:port for gRPC (empty: TCP off)");
+ABSL_FLAG(std::string, unix_socket, "",
+          "path of a Unix socket for node-local clients (empty: off)");
+ABSL_FLAG(std::string, metrics_address, "127.0.0.1:9464",
+          "host:port for Prometheus /metrics (empty: off)");
+ABSL_FLAG(int64_t, max_request_bytes, 64 << 20,
+          "largest request accepted; larger ones get RESOURCE_EXHAUSTED");
+ABSL_FLAG(int32_t, max_concurrent_requests, 64,
+          "requests in flight beyond this get RESOURCE_EXHAUSTED");
+ABSL_FLAG(std::string, tls_cert_file, "",
+          "PEM certificate for TLS on the TCP port (with --tls_key_file)");
+ABSL_FLAG(std::string, tls_key_file, "", "PEM private key for TLS");
+ABSL_FLAG(double, drain_timeout_seconds, 10,
+          "on SIGTERM, how long in-flight requests may finish");
+ABSL_FLAG(std::string, log_level, "info", "debug | info | warn | error");
+
+namespace {
+
+// Flags this binary reads from ECHO_* variables.
+constexpr const char* kEnvFlags[] = {
+    "grpc_address",     "unix_socket",       "metrics_address",
+    "max_request_bytes", "max_concurrent_requests", "tls_cert_file",
+    "tls_key_file",     "drain_timeout_seconds", "log_level",
+    "enable_profiling", "profile_cache_dir", "profile_memory_fraction",
+};
+
+// Applies ECHO_* variables before the command line is parsed, so that the
+// command line overrides them.
+bool ApplyEnvironment() {
+  bool ok = true;
+  for (const char* name : kEnvFlags) {
+    const std::string variable = "ECHO_" + absl::AsciiStrToUpper(name);
+    const char* value = std::getenv(variable.c_str());
+    if (value == nullptr) continue;
+    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    if (flag == nullptr) continue;
+    std::string error;
+    if (!flag->ParseFrom(value, &error)) {
+      std::cerr << "echod: bad " << variable << "='" << value << "': " << error
+                << "\n";
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "echod [flags]: the Echo GPU memory planner service. Each flag can also "
+      "be set by ECHO_<FLAG_NAME> in the environment.");
+  if (!ApplyEnvironment()) return 2;
+  absl::ParseCommandLine(argc, argv);
+
+  const spdlog::level::level_enum level =
+      spdlog::level::from_str(absl::GetFlag(FLAGS_log_level));
+  if (level == spdlog::level::off) {
+    std::cerr << "echod: bad --log_level '" << absl::GetFlag(FLAGS_log_level)
+              << "' (debug | info | warn | error)\n";
+    return 2;
+  }
+  spdlog::set_level(level);
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %^%l%$ echod: %v");
+
+  // SIGTERM/SIGINT go to a waiting thread, not to arbitrary threads.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  echo::server::ServerOptions options;
+  options.grpc_address = absl::GetFlag(FLAGS_grpc_address);
+  options.unix_socket = absl::GetFlag(FLAGS_unix_socket);
+  options.metrics_address = absl::GetFlag(FLAGS_metrics_address);
+  options.max_request_bytes = absl::GetFlag(FLAGS_max_request_bytes);
+  options.max_concurrent_requests = absl::GetFlag(FLAGS_max_concurrent_requests);
+  options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert_file);
+  options.tls_key_file = absl::GetFlag(FLAGS_tls_key_file);
+  options.drain_timeout_seconds = absl::GetFlag(FLAGS_drain_timeout_seconds);
+
+  absl::StatusOr<std::unique_ptr<echo::server::EchoServer>> server =
+      echo::server::EchoServer::Start(options);
+  if (!server.ok()) {
+    spdlog::error("cannot start: {}", server.status().ToString());
+    return 1;
+  }
+  spdlog::info("serving echo.v1.MemoryPlanner on {}{}{} (TLS {}); metrics {}",
+               options.grpc_address.empty()
+                   ? std::string("(no TCP)")
+                   : absl::StrCat(options.grpc_address.substr(
+                                      0, options.grpc_address.rfind(':')),
+                                  ":", (*server)->grpc_port()),
+               options.unix_socket.empty() ? "" : " and unix:",
+               options.unix_socket,
+               options.tls_cert_file.empty() ? "off" : "on",
+               (*server)->metrics_endpoint().empty()
+                   ? std::string("off")
+                   : absl::StrCat("http://", (*server)->metrics_endpoint(),
+                                  "/metrics"));
+
+  std::thread signal_thread([&] {
+    int signal = 0;
+    sigwait(&signals, &signal);
+    spdlog::info("received {}", signal == SIGTERM ? "SIGTERM" : "SIGINT");
+    (*server)->Drain();
+  });
+  (*server)->Wait();
+  signal_thread.join();
+  spdlog::info("stopped");
+  return 0;
+}

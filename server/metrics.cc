@@ -1,0 +1,107 @@
+#include "server/metrics.h"
+
+#include "server/status_map.h"
+
+namespace echo::server {
+
+namespace {
+
+prometheus::Histogram::BucketBoundaries ExponentialBuckets(double start,
+                                                           double factor,
+                                                           int count) {
+  prometheus::Histogram::BucketBoundaries buckets;
+  double value = start;
+  for (int i = 0; i < count; ++i, value *= factor) buckets.push_back(value);
+  return buckets;
+}
+
+const prometheus::Histogram::BucketBoundaries& LatencyBuckets() {
+  static const auto* buckets =
+      new prometheus::Histogram::BucketBoundaries(ExponentialBuckets(1e-4, 2.5, 14));
+  return *buckets;
+}
+
+// 1 MiB .. 1 TiB.
+const prometheus::Histogram::BucketBoundaries& ByteBuckets() {
+  static const auto* buckets = new prometheus::Histogram::BucketBoundaries(
+      ExponentialBuckets(1 << 20, 4, 11));
+  return *buckets;
+}
+
+}  // namespace
+
+ServerMetrics::ServerMetrics(std::shared_ptr<prometheus::Registry> registry)
+    : registry_(std::move(registry)),
+      requests_(prometheus::BuildCounter()
+                    .Name("echo_requests_total")
+                    .Help("RPCs served, by method and gRPC status code")
+                    .Register(*registry_)),
+      request_duration_(prometheus::BuildHistogram()
+                            .Name("echo_request_duration_seconds")
+                            .Help("RPC latency, by method")
+                            .Register(*registry_)),
+      graph_ops_(prometheus::BuildHistogram()
+                     .Name("echo_graph_ops")
+                     .Help("Ops per graph received, by method")
+                     .Register(*registry_)),
+      estimated_peak_(prometheus::BuildHistogram()
+                          .Name("echo_estimated_peak_bytes")
+                          .Help("Plain peak memory of estimated graphs")
+                          .Register(*registry_)
+                          .Add({}, ByteBuckets())),
+      plans_(prometheus::BuildCounter()
+                 .Name("echo_plans_total")
+                 .Help("Recompute plans served, by policy and outcome")
+                 .Register(*registry_)),
+      plan_bytes_saved_(prometheus::BuildHistogram()
+                            .Name("echo_plan_bytes_saved")
+                            .Help("Baseline minus planned peak, per plan")
+                            .Register(*registry_)),
+      bytes_saved_total_(prometheus::BuildCounter()
+                             .Name("echo_bytes_saved_total")
+                             .Help("Sum of peak bytes saved by served plans")
+                             .Register(*registry_)),
+      plan_overhead_(prometheus::BuildHistogram()
+                         .Name("echo_plan_overhead_ratio")
+                         .Help("Recompute cost over baseline compute cost")
+                         .Register(*registry_)),
+      plan_solve_duration_(prometheus::BuildHistogram()
+                               .Name("echo_plan_solve_duration_seconds")
+                               .Help("Time to compute a plan, by policy")
+                               .Register(*registry_)) {}
+
+void ServerMetrics::RecordRequest(const std::string& method,
+                                  grpc::StatusCode code, double seconds) {
+  requests_.Add({{"method", method}, {"code", GrpcCodeName(code)}}).Increment();
+  request_duration_.Add({{"method", method}}, LatencyBuckets())
+      .Observe(seconds);
+}
+
+void ServerMetrics::RecordGraphOps(const std::string& method, int ops) {
+  static const auto* buckets = new prometheus::Histogram::BucketBoundaries(
+      ExponentialBuckets(10, 4, 10));
+  graph_ops_.Add({{"method", method}}, *buckets).Observe(ops);
+}
+
+void ServerMetrics::RecordEstimatedPeak(int64_t peak_bytes) {
+  estimated_peak_.Observe(static_cast<double>(peak_bytes));
+}
+
+void ServerMetrics::RecordPlan(const std::string& policy,
+                               const std::string& outcome, int64_t bytes_saved,
+                               double overhead_ratio, double solve_seconds) {
+  plans_.Add({{"policy", policy}, {"outcome", outcome}}).Increment();
+  if (outcome == "error") return;
+  static const auto* ratio_buckets = new prometheus::Histogram::BucketBoundaries(
+      {0, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 1});
+  plan_bytes_saved_.Add({{"policy", policy}}, ByteBuckets())
+      .Observe(static_cast<double>(bytes_saved));
+  bytes_saved_total_.Add({{"policy", policy}})
+      .Increment(static_cast<double>(bytes_saved > 0 ? bytes_saved : 0));
+  plan_overhead_.Add({{"policy", policy}}, *ratio_buckets)
+      .Observe(overhead_ratio);
+  plan_solve_duration_.Add({{"policy", policy}}, LatencyBuckets())
+      .Observe(solve_seconds);
+}
+
+}  // namespace echo::server

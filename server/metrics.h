@@ -1,0 +1,48 @@
+// Prometheus metrics of echod (echo_ prefix, base units, counters end in
+// _total, no graph ids as labels).
+#ifndef ECHO_SERVER_METRICS_H_
+#define ECHO_SERVER_METRICS_H_
+
+#include <memory>
+#include <string>
+
+#include "grpcpp/support/status.h"
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+
+namespace echo::server {
+
+class ServerMetrics {
+ public:
+  explicit ServerMetrics(std::shared_ptr<prometheus::Registry> registry);
+
+  prometheus::Registry& registry() { return *registry_; }
+  std::shared_ptr<prometheus::Registry> shared_registry() { return registry_; }
+
+  void RecordRequest(const std::string& method, grpc::StatusCode code,
+                     double seconds);
+  void RecordGraphOps(const std::string& method, int ops);
+  void RecordEstimatedPeak(int64_t peak_bytes);
+  // A plan served: outcome is feasible | infeasible | error.
+  void RecordPlan(const std::string& policy, const std::string& outcome,
+                  int64_t bytes_saved, double overhead_ratio,
+                  double solve_seconds);
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Counter>& requests_;
+  prometheus::Family<prometheus::Histogram>& request_duration_;
+  prometheus::Family<prometheus::Histogram>& graph_ops_;
+  prometheus::Histogram& estimated_peak_;
+  prometheus::Family<prometheus::Counter>& plans_;
+  prometheus::Family<prometheus::Histogram>& plan_bytes_saved_;
+  prometheus::Family<prometheus::Counter>& bytes_saved_total_;
+  prometheus::Family<prometheus::Histogram>& plan_overhead_;
+  prometheus::Family<prometheus::Histogram>& plan_solve_duration_;
+};
+
+}  // namespace echo::server
+
+#endif  // ECHO_SERVER_METRICS_H_

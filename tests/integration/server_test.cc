@@ -1,0 +1,159 @@
+// echod in-process on 127.0.0.1:0: EstimateMemory, health, metrics, bad input
+// and drain, through the C++ client library.
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "client/planner_client.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "http_get.h"
+#include "server/adapter/graph_convert.h"
+#include "server/echo_server.h"
+#include "../unit/test_util.h"
+
+namespace echo {
+namespace {
+
+using ::grpc::health::v1::HealthCheckResponse;
+using ::testing::HasSubstr;
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { StartServer(server::ServerOptions()); }
+
+  void StartServer(server::ServerOptions options) {
+    server_.reset();
+    options.grpc_address = "127.0.0.1:0";
+    options.metrics_address = "127.0.0.1:0";
+    options.drain_timeout_seconds = 1;
+    absl::StatusOr<std::unique_ptr<server::EchoServer>> started =
+        server::EchoServer::Start(options);
+    ASSERT_TRUE(started.ok()) << started.status();
+    server_ = *std::move(started);
+    client::ClientOptions client_options;
+    client_options.server = absl::StrCat("127.0.0.1:", server_->grpc_port());
+    client_options.timeout_seconds = 10;
+    client_ = std::make_unique<client::PlannerClient>(client_options);
+  }
+
+  v1::EstimateMemoryRequest Vgg16Request() {
+    v1::EstimateMemoryRequest request;
+    *request.mutable_graph() =
+        adapter::GraphToProto(testing::LoadCheckmate("vgg16_b256_train"));
+    return request;
+  }
+
+  std::string Metrics() {
+    return testing::HttpGet(server_->metrics_endpoint(), "/metrics");
+  }
+
+  std::unique_ptr<server::EchoServer> server_;
+  std::unique_ptr<client::PlannerClient> client_;
+};
+
+TEST_F(ServerTest, HealthIsServing) {
+  auto status = client_->Health("");
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(*status, HealthCheckResponse::SERVING);
+  status = client_->Health("echo.v1.MemoryPlanner");
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(*status, HealthCheckResponse::SERVING);
+}
+
+TEST_F(ServerTest, EstimatesCheckmatePlainPeak) {
+  auto response = client_->EstimateMemory(Vgg16Request());
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->peak_bytes(), 15825108992);
+  EXPECT_EQ(response->op_count(), 45);
+  EXPECT_EQ(response->peak_op_id(), absl::StrCat(response->peak_step()));
+  const v1::MemoryBreakdown& b = response->breakdown();
+  EXPECT_EQ(b.parameter_bytes() + b.optimizer_state_bytes() +
+                b.gradient_bytes() + b.input_bytes() +
+                b.stashed_activation_bytes() + b.transient_bytes() +
+                b.workspace_bytes(),
+            response->peak_bytes());
+  // VGG16 holds 15 tensors at its peak: all fit the default of 20.
+  ASSERT_EQ(response->live_at_peak_size(), 15);
+  int64_t live_total = 0;
+  for (const v1::LiveTensor& live : response->live_at_peak()) {
+    live_total += live.size_bytes();
+  }
+  EXPECT_EQ(live_total, response->peak_bytes());
+
+  v1::EstimateMemoryRequest top3 = Vgg16Request();
+  top3.set_max_live_tensors(3);
+  response = client_->EstimateMemory(top3);
+  ASSERT_TRUE(response.ok()) << response.status();
+  ASSERT_EQ(response->live_at_peak_size(), 3);
+  EXPECT_EQ(response->live_at_peak(0).size_bytes(), 3288334336);
+  EXPECT_GE(response->live_at_peak(1).size_bytes(),
+            response->live_at_peak(2).size_bytes());
+}
+
+TEST_F(ServerTest, MalformedGraphIsInvalidArgumentNamingTheOp) {
+  v1::EstimateMemoryRequest request = Vgg16Request();
+  request.mutable_graph()->mutable_ops(3)->set_input_ids(0, "no_such_tensor");
+  auto response = client_->EstimateMemory(request);
+  ASSERT_FALSE(response.ok());
+  EXPECT_EQ(response.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(response.status().message()),
+              HasSubstr("op '3': reads unknown tensor 'no_such_tensor'"));
+
+  request = Vgg16Request();
+  request.mutable_graph()->mutable_tensors(5)->set_size_bytes(-1);
+  response = client_->EstimateMemory(request);
+  ASSERT_FALSE(response.ok());
+  EXPECT_THAT(std::string(response.status().message()),
+              HasSubstr("tensor '5': negative size_bytes"));
+
+  request = Vgg16Request();
+  request.mutable_allocator()->set_rounding_bytes(-512);
+  response = client_->EstimateMemory(request);
+  EXPECT_EQ(response.status().code(), absl::StatusCode::kInvalidArgument);
+
+  // Still serving.
+  EXPECT_TRUE(client_->EstimateMemory(Vgg16Request()).ok());
+}
+
+TEST_F(ServerTest, OversizedRequestIsResourceExhaustedAndServerKeepsServing) {
+  server::ServerOptions options;
+  options.max_request_bytes = 2048;
+  StartServer(options);
+  auto response = client_->EstimateMemory(Vgg16Request());
+  ASSERT_FALSE(response.ok());
+  EXPECT_EQ(response.status().code(), absl::StatusCode::kResourceExhausted);
+  v1::EstimateMemoryRequest small;
+  *small.mutable_graph() = adapter::GraphToProto(testing::ParseOrDie(
+      "tensor x 10 input\nop a fwd other x -> y:20\n"));
+  auto ok = client_->EstimateMemory(small);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->peak_bytes(), 30);
+}
+
+TEST_F(ServerTest, MetricsCountRequestsByMethodAndCode) {
+  ASSERT_TRUE(client_->EstimateMemory(Vgg16Request()).ok());
+  v1::EstimateMemoryRequest bad;
+  EXPECT_FALSE(client_->EstimateMemory(bad).ok());  // no ops
+  const std::string metrics = Metrics();
+  EXPECT_THAT(metrics, HasSubstr("echo_requests_total{code=\"OK\",method="
+                                 "\"EstimateMemory\"} 1"));
+  EXPECT_THAT(metrics,
+              HasSubstr("echo_requests_total{code=\"INVALID_ARGUMENT\","
+                        "method=\"EstimateMemory\"} 1"));
+  EXPECT_THAT(metrics, HasSubstr("echo_request_duration_seconds_count{method="
+                                 "\"EstimateMemory\"} 2"));
+  EXPECT_THAT(metrics, HasSubstr("echo_estimated_peak_bytes_count 1"));
+  EXPECT_THAT(metrics, HasSubstr("echo_graph_ops_sum{method="
+                                 "\"EstimateMemory\"} 45"));
+}
+
+TEST_F(ServerTest, DrainTurnsHealthOffAndRefusesNewWork) {
+  server_->Drain();
+  auto response = client_->EstimateMemory(Vgg16Request());
+  EXPECT_FALSE(response.ok());
+  EXPECT_EQ(response.status().code(), absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace echo
