@@ -82,9 +82,19 @@ absl::StatusOr<std::unique_ptr<EchoServer>> EchoServer::Start(
         absl::StrCat(host, ":", ports.empty() ? 0 : ports.front());
   }
 
+  absl::StatusOr<std::unique_ptr<NodeProfiler>> profiler =
+      NodeProfiler::Create(options.profiler, server->registry_.get());
+  if (!profiler.ok()) return profiler.status();
+  server->profiler_ = *std::move(profiler);
+  spdlog::info("GPU: {}; profiling {}; profile cache: {} entries in {}",
+               server->profiler_->discovery().status,
+               options.profiler.enable_profiling ? "enabled" : "disabled",
+               server->profiler_->cache_entries(),
+               options.profiler.cache_dir.empty() ? "(memory only)"
+                                                  : options.profiler.cache_dir);
   server->service_ = std::make_unique<PlannerService>(
       PlannerServiceOptions{options.max_concurrent_requests},
-      server->metrics_.get());
+      server->metrics_.get(), server->profiler_.get());
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -124,7 +134,7 @@ absl::StatusOr<std::unique_ptr<EchoServer>> EchoServer::Start(
 }
 
 void EchoServer::Drain() {
-  if (drained_) return;
+  if (drained_ || server_ == nullptr) return;
   drained_ = true;
   spdlog::info("draining: health NOT_SERVING, finishing in-flight requests "
                "(up to {:.1f} s)",
@@ -142,6 +152,7 @@ void EchoServer::Drain() {
 void EchoServer::Wait() { server_->Wait(); }
 
 EchoServer::~EchoServer() {
+  if (server_ == nullptr) return;  // Start failed before building it
   Drain();
   server_->Wait();
 }

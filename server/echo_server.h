@@ -11,6 +11,7 @@
 #include "prometheus/exposer.h"
 #include "server/metrics.h"
 #include "server/planner_service.h"
+#include "server/profiler/node_profiler.h"
 
 namespace echo::server {
 
@@ -23,6 +24,7 @@ struct ServerOptions {
   std::string tls_cert_file;
   std::string tls_key_file;
   double drain_timeout_seconds = 10;
+  NodeProfilerOptions profiler;
 };
 
 class EchoServer {
@@ -36,6 +38,7 @@ class EchoServer {
   // "host:port" of the metrics endpoint, empty when disabled.
   std::string metrics_endpoint() const { return metrics_endpoint_; }
   ServerMetrics& metrics() { return *metrics_; }
+  NodeProfiler& profiler() { return *profiler_; }
 
   // Health to NOT_SERVING, new requests UNAVAILABLE, in-flight requests get
   // up to drain_timeout_seconds; then stops. Idempotent.
@@ -49,6 +52,7 @@ class EchoServer {
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<ServerMetrics> metrics_;
   std::unique_ptr<prometheus::Exposer> exposer_;
+  std::unique_ptr<NodeProfiler> profiler_;
   std::unique_ptr<PlannerService> service_;
   std::unique_ptr<grpc::Server> server_;
   int grpc_port_ = 0;

@@ -31,6 +31,13 @@ ABSL_FLAG(std::string, tls_key_file, "", "PEM private key for TLS");
 ABSL_FLAG(double, drain_timeout_seconds, 10,
           "on SIGTERM, how long in-flight requests may finish");
 ABSL_FLAG(std::string, log_level, "info", "debug | info | warn | error");
+ABSL_FLAG(bool, enable_profiling, false,
+          "profile ops on this node's GPU (ProfileOps, and plans that use it)");
+ABSL_FLAG(std::string, profile_cache_dir, "",
+          "directory of the persistent profile cache (default "
+          "$HOME/.cache/echo; 'none': memory only)");
+ABSL_FLAG(double, profile_memory_fraction, 0.1,
+          "largest share of the GPU's free memory a profile may allocate");
 
 namespace {
 
@@ -60,6 +67,20 @@ bool ApplyEnvironment() {
     }
   }
   return ok;
+}
+
+// The profile cache survives restarts; by default it lives in the user's
+// cache directory.
+std::string DefaultCacheDir(const std::string& flag) {
+  if (flag == "none") return "";
+  if (!flag.empty()) return flag;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) {
+    return absl::StrCat(xdg, "/echo");
+  }
+  if (const char* home = std::getenv("HOME"); home && *home) {
+    return absl::StrCat(home, "/.cache/echo");
+  }
+  return "";
 }
 
 }  // namespace
@@ -97,6 +118,9 @@ int main(int argc, char** argv) {
   options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert_file);
   options.tls_key_file = absl::GetFlag(FLAGS_tls_key_file);
   options.drain_timeout_seconds = absl::GetFlag(FLAGS_drain_timeout_seconds);
+  options.profiler.enable_profiling = absl::GetFlag(FLAGS_enable_profiling);
+  options.profiler.memory_fraction = absl::GetFlag(FLAGS_profile_memory_fraction);
+  options.profiler.cache_dir = DefaultCacheDir(absl::GetFlag(FLAGS_profile_cache_dir));
 
   absl::StatusOr<std::unique_ptr<echo::server::EchoServer>> server =
       echo::server::EchoServer::Start(options);

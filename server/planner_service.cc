@@ -3,15 +3,37 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "planner/memory_simulator.h"
+#include "planner/recompute/recompute_planner.h"
+#include "server/adapter/device_convert.h"
 #include "server/adapter/graph_convert.h"
+#include "server/adapter/plan_convert.h"
 #include "server/status_map.h"
 #include "spdlog/spdlog.h"
 
+#ifndef ECHO_VERSION
+#define ECHO_VERSION "dev"
+#endif
+
 namespace echo::server {
 
+namespace {
+
+// Budget used by CheckFit when the request gives none.
+constexpr double kDefaultFitOverheadRatio = 0.05;
+
+bool NamesDevice(const v1::DeviceSpec& device) {
+  return !device.name().empty() || device.memory_bytes() != 0 ||
+         device.peak_flops_size() > 0 ||
+         device.memory_bandwidth_bytes_per_second() != 0;
+}
+
+}  // namespace
+
 PlannerService::PlannerService(PlannerServiceOptions options,
-                               ServerMetrics* metrics)
-    : options_(options), metrics_(metrics) {}
+                               ServerMetrics* metrics, NodeProfiler* profiler)
+    : options_(options), metrics_(metrics), profiler_(profiler) {}
 
 grpc::ServerUnaryReactor* PlannerService::Serve(
     grpc::CallbackServerContext* context, const char* method,
@@ -48,26 +70,182 @@ grpc::ServerUnaryReactor* PlannerService::Serve(
   return reactor;
 }
 
+absl::StatusOr<PlannerService::CostedGraph> PlannerService::PrepareGraph(
+    const char* method, const v1::Graph& proto, const v1::DeviceSpec* device) {
+  absl::StatusOr<planner::Graph> graph = adapter::GraphFromProto(proto);
+  if (!graph.ok()) return graph.status();
+  if (metrics_ != nullptr) metrics_->RecordGraphOps(method, graph->num_ops());
+  std::optional<planner::DeviceSpec> resolved;
+  if (device != nullptr && NamesDevice(*device)) {
+    absl::StatusOr<planner::DeviceSpec> spec = adapter::ResolveDevice(*device);
+    if (!spec.ok()) return spec.status();
+    resolved = *std::move(spec);
+  }
+  const planner::DeviceSpec* device_ptr = resolved ? &*resolved : nullptr;
+  const planner::ProfiledTimes* profiled =
+      profiler_ != nullptr ? profiler_->TimesFor(device_ptr) : nullptr;
+  absl::StatusOr<planner::CostTable> costs =
+      planner::EstimateOpCosts(*graph, device_ptr, profiled);
+  if (!costs.ok()) return costs.status();
+  return CostedGraph{*std::move(graph), std::move(resolved),
+                     *std::move(costs)};
+}
+
 grpc::ServerUnaryReactor* PlannerService::EstimateMemory(
     grpc::CallbackServerContext* context,
     const v1::EstimateMemoryRequest* request,
     v1::EstimateMemoryResponse* response) {
   return Serve(context, "EstimateMemory", [&]() -> absl::Status {
-    absl::StatusOr<planner::Graph> graph =
-        adapter::GraphFromProto(request->graph());
-    if (!graph.ok()) return graph.status();
+    absl::StatusOr<CostedGraph> costed =
+        PrepareGraph("EstimateMemory", request->graph(), &request->device());
+    if (!costed.ok()) return costed.status();
+    absl::StatusOr<planner::MemoryModelOptions> memory =
+        adapter::MemoryModelFromProto(request->allocator());
+    if (!memory.ok()) return memory.status();
+    if (request->max_live_tensors() < -1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "max_live_tensors must be >= -1, got ", request->max_live_tensors()));
+    }
+    const planner::SimulationResult result =
+        planner::SimulatePlain(costed->graph, *memory);
+    const int max_live =
+        request->max_live_tensors() == 0 ? 20 : request->max_live_tensors();
+    adapter::FillEstimate(costed->graph, result, max_live, response);
+    if (costed->device && costed->costs.unit == planner::kSecondsUnit) {
+      response->set_compute_time_seconds(costed->costs.TotalCost());
+    }
+    adapter::CostSourceSummaryToProto(costed->costs.Summary(),
+                                      response->mutable_cost_sources());
+    if (metrics_ != nullptr) metrics_->RecordEstimatedPeak(result.peak_bytes);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* PlannerService::GenerateRecomputePlan(
+    grpc::CallbackServerContext* context,
+    const v1::GenerateRecomputePlanRequest* request,
+    v1::GenerateRecomputePlanResponse* response) {
+  return Serve(context, "GenerateRecomputePlan", [&]() -> absl::Status {
+    absl::StatusOr<planner::RecomputePlanOptions> options =
+        adapter::PlanOptionsFromProto(*request);
+    if (!options.ok()) return options.status();
+    const std::string policy(planner::RecomputePolicyName(options->policy));
+    absl::StatusOr<CostedGraph> costed = PrepareGraph(
+        "GenerateRecomputePlan", request->graph(), &request->device());
+    absl::StatusOr<planner::RecomputePlan> plan =
+        costed.ok() ? planner::GenerateRecomputePlan(
+                          costed->graph, costed->costs.Costs(), *options)
+                    : absl::StatusOr<planner::RecomputePlan>(costed.status());
+    if (!plan.ok()) {
+      if (metrics_ != nullptr) metrics_->RecordPlan(policy, "error", 0, 0, 0);
+      return plan.status();
+    }
+    adapter::FillPlanResponse(costed->graph, *plan, options->policy, response);
+    response->set_cost_unit(costed->costs.unit);
+    adapter::CostSourceSummaryToProto(costed->costs.Summary(),
+                                      response->mutable_cost_sources());
     if (metrics_ != nullptr) {
-      metrics_->RecordGraphOps("EstimateMemory", graph->num_ops());
+      metrics_->RecordPlan(policy, plan->feasible ? "feasible" : "infeasible",
+                           plan->baseline_peak_bytes - plan->planned_peak_bytes,
+                           plan->recompute_overhead_ratio,
+                           plan->solve_time_seconds);
+    }
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* PlannerService::CheckFit(
+    grpc::CallbackServerContext* context, const v1::CheckFitRequest* request,
+    v1::CheckFitResponse* response) {
+  return Serve(context, "CheckFit", [&]() -> absl::Status {
+    if (!NamesDevice(request->device())) {
+      return absl::InvalidArgumentError(
+          "CheckFit needs a device (a catalog name or a full spec)");
+    }
+    const double ratio = request->max_overhead_ratio() == 0
+                             ? kDefaultFitOverheadRatio
+                             : request->max_overhead_ratio();
+    if (!(ratio >= 0) || request->reserved_bytes() < 0) {
+      return absl::InvalidArgumentError(
+          "max_overhead_ratio and reserved_bytes must be >= 0");
     }
     absl::StatusOr<planner::MemoryModelOptions> memory =
         adapter::MemoryModelFromProto(request->allocator());
     if (!memory.ok()) return memory.status();
-    const planner::SimulationResult result =
-        planner::SimulatePlain(*graph, *memory);
-    const int max_live =
-        request->max_live_tensors() == 0 ? 20 : request->max_live_tensors();
-    adapter::FillEstimate(*graph, result, max_live, response);
-    if (metrics_ != nullptr) metrics_->RecordEstimatedPeak(result.peak_bytes);
+    absl::StatusOr<CostedGraph> costed =
+        PrepareGraph("CheckFit", request->graph(), &request->device());
+    if (!costed.ok()) return costed.status();
+    const int64_t capacity =
+        costed->device->memory_bytes - request->reserved_bytes();
+    response->set_device_memory_bytes(costed->device->memory_bytes);
+    const int64_t baseline =
+        planner::SimulatePlain(costed->graph, *memory).peak_bytes;
+    response->set_baseline_peak_bytes(baseline);
+    response->set_planned_peak_bytes(baseline);
+    if (baseline <= capacity) {
+      response->set_fits(true);
+      response->set_fits_without_recompute(true);
+      response->set_message(absl::StrFormat(
+          "fits without recomputation: peak %d of %d usable bytes", baseline,
+          capacity));
+      return absl::OkStatus();
+    }
+    planner::RecomputePlanOptions options;
+    options.memory = *memory;
+    options.memory_limit_bytes = std::max<int64_t>(capacity, 1);
+    absl::StatusOr<planner::RecomputePlan> plan = planner::GenerateRecomputePlan(
+        costed->graph, costed->costs.Costs(), options);
+    if (!plan.ok()) return plan.status();
+    response->set_planned_peak_bytes(plan->planned_peak_bytes);
+    response->set_recompute_overhead_ratio(plan->recompute_overhead_ratio);
+    const bool fits = plan->feasible && plan->planned_peak_bytes <= capacity &&
+                      plan->recompute_overhead_ratio <= ratio;
+    response->set_fits(fits);
+    response->set_message(
+        fits ? absl::StrFormat("fits with recomputation: peak %d -> %d of %d "
+                               "usable bytes at %.2f%% extra compute",
+                               baseline, plan->planned_peak_bytes, capacity,
+                               100 * plan->recompute_overhead_ratio)
+        : plan->feasible
+            ? absl::StrFormat("fits only at %.2f%% extra compute, above the "
+                              "%.2f%% budget (peak %d -> %d of %d bytes)",
+                              100 * plan->recompute_overhead_ratio,
+                              100 * ratio, baseline, plan->planned_peak_bytes,
+                              capacity)
+            : absl::StrFormat("does not fit even with maximal recomputation: "
+                              "best peak %d, lower bound %d, usable %d bytes",
+                              plan->planned_peak_bytes,
+                              plan->peak_lower_bound_bytes, capacity));
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* PlannerService::ProfileOps(
+    grpc::CallbackServerContext* context, const v1::ProfileOpsRequest* request,
+    v1::ProfileOpsResponse* response) {
+  return Serve(context, "ProfileOps", [&]() -> absl::Status {
+    absl::StatusOr<planner::Graph> graph =
+        adapter::GraphFromProto(request->graph());
+    if (!graph.ok()) return graph.status();
+    std::vector<planner::OpIndex> ops;
+    for (const std::string& id : request->op_ids()) {
+      const planner::OpIndex op = graph->FindOp(id);
+      if (op < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("op_ids names unknown op '", id, "'"));
+      }
+      ops.push_back(op);
+    }
+    return profiler_->ProfileOps(*graph, ops, request->force(), response);
+  });
+}
+
+grpc::ServerUnaryReactor* PlannerService::GetNodeInfo(
+    grpc::CallbackServerContext* context, const v1::GetNodeInfoRequest*,
+    v1::GetNodeInfoResponse* response) {
+  return Serve(context, "GetNodeInfo", [&]() -> absl::Status {
+    profiler_->FillNodeInfo(response);
+    response->set_server_version(ECHO_VERSION);
     return absl::OkStatus();
   });
 }

@@ -7,9 +7,15 @@
 #include <atomic>
 #include <functional>
 
+#include <optional>
+
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "echo/v1/planner.grpc.pb.h"
+#include "planner/cost_model.h"
+#include "planner/graph.h"
 #include "server/metrics.h"
+#include "server/profiler/node_profiler.h"
 
 namespace echo::server {
 
@@ -20,7 +26,10 @@ struct PlannerServiceOptions {
 
 class PlannerService final : public v1::MemoryPlanner::CallbackService {
  public:
-  PlannerService(PlannerServiceOptions options, ServerMetrics* metrics);
+  // `profiler` serves ProfileOps, GetNodeInfo and profiled op times; it
+  // must outlive the service.
+  PlannerService(PlannerServiceOptions options, ServerMetrics* metrics,
+                 NodeProfiler* profiler);
 
   // While draining, new requests get UNAVAILABLE.
   void StartDraining() { draining_ = true; }
@@ -29,8 +38,34 @@ class PlannerService final : public v1::MemoryPlanner::CallbackService {
       grpc::CallbackServerContext* context,
       const v1::EstimateMemoryRequest* request,
       v1::EstimateMemoryResponse* response) override;
+  grpc::ServerUnaryReactor* GenerateRecomputePlan(
+      grpc::CallbackServerContext* context,
+      const v1::GenerateRecomputePlanRequest* request,
+      v1::GenerateRecomputePlanResponse* response) override;
+  grpc::ServerUnaryReactor* CheckFit(grpc::CallbackServerContext* context,
+                                     const v1::CheckFitRequest* request,
+                                     v1::CheckFitResponse* response) override;
+  grpc::ServerUnaryReactor* ProfileOps(
+      grpc::CallbackServerContext* context,
+      const v1::ProfileOpsRequest* request,
+      v1::ProfileOpsResponse* response) override;
+  grpc::ServerUnaryReactor* GetNodeInfo(
+      grpc::CallbackServerContext* context,
+      const v1::GetNodeInfoRequest* request,
+      v1::GetNodeInfoResponse* response) override;
 
  private:
+  // A request's graph in the IR, its device (when it names one) and the
+  // cost of every op.
+  struct CostedGraph {
+    planner::Graph graph;
+    std::optional<planner::DeviceSpec> device;
+    planner::CostTable costs;
+  };
+  absl::StatusOr<CostedGraph> PrepareGraph(const char* method,
+                                           const v1::Graph& graph,
+                                           const v1::DeviceSpec* device);
+
   // Admission control, timing, metrics and logging around one handler.
   grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* context,
                                   const char* method,
@@ -38,6 +73,7 @@ class PlannerService final : public v1::MemoryPlanner::CallbackService {
 
   PlannerServiceOptions options_;
   ServerMetrics* metrics_;
+  NodeProfiler* profiler_;
   std::atomic<int> in_flight_{0};
   std::atomic<bool> draining_{false};
 };

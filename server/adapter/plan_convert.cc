@@ -1,0 +1,134 @@
+#include "server/adapter/plan_convert.h"
+
+#include <cmath>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "server/adapter/graph_convert.h"
+
+namespace echo::adapter {
+
+namespace {
+
+absl::StatusOr<planner::RecomputePolicy> PolicyFromProto(int policy) {
+  switch (policy) {
+    case v1::RECOMPUTE_POLICY_UNSPECIFIED:
+    case v1::RECOMPUTE_POLICY_AUTO:
+      return planner::RecomputePolicy::kAuto;
+    case v1::RECOMPUTE_POLICY_NONE:
+      return planner::RecomputePolicy::kNone;
+    case v1::RECOMPUTE_POLICY_ECHO:
+      return planner::RecomputePolicy::kEcho;
+    case v1::RECOMPUTE_POLICY_CHEN_SQRT:
+      return planner::RecomputePolicy::kChenSqrt;
+    case v1::RECOMPUTE_POLICY_OPTIMAL:
+      return planner::RecomputePolicy::kOptimal;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unknown policy ", policy, " (AUTO, NONE, ECHO, CHEN_SQRT, OPTIMAL)"));
+  }
+}
+
+}  // namespace
+
+v1::RecomputePolicy PolicyToProto(planner::RecomputePolicy policy) {
+  switch (policy) {
+    case planner::RecomputePolicy::kAuto: return v1::RECOMPUTE_POLICY_AUTO;
+    case planner::RecomputePolicy::kNone: return v1::RECOMPUTE_POLICY_NONE;
+    case planner::RecomputePolicy::kEcho: return v1::RECOMPUTE_POLICY_ECHO;
+    case planner::RecomputePolicy::kChenSqrt:
+      return v1::RECOMPUTE_POLICY_CHEN_SQRT;
+    case planner::RecomputePolicy::kOptimal:
+      return v1::RECOMPUTE_POLICY_OPTIMAL;
+  }
+  return v1::RECOMPUTE_POLICY_AUTO;
+}
+
+absl::StatusOr<planner::RecomputePlanOptions> PlanOptionsFromProto(
+    const v1::GenerateRecomputePlanRequest& request) {
+  planner::RecomputePlanOptions options;
+  absl::StatusOr<planner::RecomputePolicy> policy =
+      PolicyFromProto(request.policy());
+  if (!policy.ok()) return policy.status();
+  options.policy = *policy;
+  if (request.has_memory_limit_bytes() && request.has_max_overhead_ratio()) {
+    return absl::InvalidArgumentError(
+        "give at most one budget: memory_limit_bytes or max_overhead_ratio");
+  }
+  if (request.has_memory_limit_bytes()) {
+    if (request.memory_limit_bytes() <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("memory_limit_bytes must be > 0, got ",
+                       request.memory_limit_bytes()));
+    }
+    options.memory_limit_bytes = request.memory_limit_bytes();
+  }
+  if (request.has_max_overhead_ratio()) {
+    const double ratio = request.max_overhead_ratio();
+    if (!std::isfinite(ratio) || ratio < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "max_overhead_ratio must be a finite number >= 0, got ", ratio));
+    }
+    options.max_overhead_ratio = ratio;
+  }
+  const double time_limit = request.solver_time_limit_seconds();
+  if (!std::isfinite(time_limit) || time_limit < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "solver_time_limit_seconds must be >= 0, got ", time_limit));
+  }
+  if (time_limit > 0) options.solver_time_limit_seconds = time_limit;
+  if (request.max_recompute_depth() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_recompute_depth must be >= 0, got ",
+                     request.max_recompute_depth()));
+  }
+  options.max_recompute_depth = request.max_recompute_depth();
+  absl::StatusOr<planner::MemoryModelOptions> memory =
+      MemoryModelFromProto(request.allocator());
+  if (!memory.ok()) return memory.status();
+  options.memory = *memory;
+  return options;
+}
+
+void FillPlanResponse(const planner::Graph& graph,
+                      const planner::RecomputePlan& plan,
+                      planner::RecomputePolicy policy,
+                      v1::GenerateRecomputePlanResponse* response) {
+  response->set_feasible(plan.feasible);
+  response->set_policy(PolicyToProto(policy));
+  response->set_baseline_peak_bytes(plan.baseline_peak_bytes);
+  response->set_planned_peak_bytes(plan.planned_peak_bytes);
+  response->set_baseline_compute_cost(plan.baseline_compute_cost);
+  response->set_recompute_cost(plan.recompute_cost);
+  response->set_recompute_overhead_ratio(plan.recompute_overhead_ratio);
+  response->mutable_schedule()->Reserve(
+      static_cast<int>(plan.schedule.size()));
+  for (const planner::Execution& e : plan.schedule) {
+    v1::Execution* out = response->add_schedule();
+    out->set_op_id(graph.op(e.op).id);
+    out->set_recompute(e.recompute);
+  }
+  for (planner::TensorIndex t : plan.stash) {
+    response->add_stash_tensor_ids(graph.tensor(t).id);
+  }
+  for (const planner::RecomputeRegionReport& region : plan.regions) {
+    v1::RecomputeRegion* out = response->add_regions();
+    for (planner::OpIndex o : region.ops) out->add_op_ids(graph.op(o).id);
+    for (planner::TensorIndex t : region.source_tensors) {
+      out->add_source_tensor_ids(graph.tensor(t).id);
+    }
+    for (planner::TensorIndex t : region.freed_tensors) {
+      out->add_freed_tensor_ids(graph.tensor(t).id);
+    }
+    out->set_bytes_saved_at_peak(region.bytes_saved_at_peak);
+    out->set_recompute_cost(region.recompute_cost);
+    out->set_explanation(region.explanation);
+  }
+  response->set_peak_lower_bound_bytes(plan.peak_lower_bound_bytes);
+  response->set_solve_time_seconds(plan.solve_time_seconds);
+  response->set_solver_status(plan.solver_status);
+  response->set_solver_bound_cost(plan.solver_bound_cost);
+  response->set_message(plan.message);
+}
+
+}  // namespace echo::adapter

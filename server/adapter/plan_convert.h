@@ -1,0 +1,27 @@
+// Proto <-> planner for recompute plans.
+#ifndef ECHO_SERVER_ADAPTER_PLAN_CONVERT_H_
+#define ECHO_SERVER_ADAPTER_PLAN_CONVERT_H_
+
+#include "absl/status/statusor.h"
+#include "echo/v1/planner.pb.h"
+#include "planner/graph.h"
+#include "planner/recompute/recompute_planner.h"
+
+namespace echo::adapter {
+
+// Policy and budgets; INVALID_ARGUMENT for an unknown policy or a malformed
+// budget (negative, NaN, both budgets at once).
+absl::StatusOr<planner::RecomputePlanOptions> PlanOptionsFromProto(
+    const v1::GenerateRecomputePlanRequest& request);
+
+v1::RecomputePolicy PolicyToProto(planner::RecomputePolicy policy);
+
+// Everything but the cost unit and sources, which the caller knows.
+void FillPlanResponse(const planner::Graph& graph,
+                      const planner::RecomputePlan& plan,
+                      planner::RecomputePolicy policy,
+                      v1::GenerateRecomputePlanResponse* response);
+
+}  // namespace echo::adapter
+
+#endif  // ECHO_SERVER_ADAPTER_PLAN_CONVERT_H_
