@@ -71,11 +71,44 @@ check "still serving after bad input" ctl health
 ctl frobnicate >/dev/null 2>&1
 check "unknown command exits 2" test $? -eq 2
 
+vgg="$data/checkmate/vgg16_b256_train.json"
+ctl plan --graph "$vgg" --policy AUTO --max_overhead_ratio 0.05 --output json >"$work/plan.json"
+check "plan --output json is a feasible AUTO plan below the plain peak" python3 - "$work/plan.json" <<'PY'
+import json, sys
+plan = json.load(open(sys.argv[1]))
+ok = (plan["feasible"] and plan["policy"] == "RECOMPUTE_POLICY_AUTO"
+      and int(plan["planned_peak_bytes"]) < int(plan["baseline_peak_bytes"]) == 15825108992
+      and plan["recompute_overhead_ratio"] <= 0.05
+      and len([e for e in plan["schedule"] if not e["recompute"]]) == 45
+      and "stash_tensor_ids" in plan and "peak_lower_bound_bytes" in plan)
+sys.exit(0 if ok else 1)
+PY
+ctl plan --graph "$vgg" --policy Chen_Sqrt >"$work/plan.txt"
+check "policy names are case-insensitive" grep -q "policy: chen_sqrt" "$work/plan.txt"
+ctl plan --graph "$vgg" --policy bogus 2>"$work/err.txt" >/dev/null
+check "unknown policy is INVALID_ARGUMENT" grep -q "INVALID_ARGUMENT: unknown policy 'bogus'" "$work/err.txt"
+ctl plan --graph "$vgg" --memory_limit_bytes lots 2>"$work/err.txt" >/dev/null
+check "malformed budget is INVALID_ARGUMENT" grep -q "INVALID_ARGUMENT: --memory_limit_bytes 'lots'" "$work/err.txt"
+ctl plan --graph "$vgg" --memory_limit_bytes 1000 >"$work/plan.txt"
+check "an unreachable limit is an answer: infeasible" grep -q "INFEASIBLE" "$work/plan.txt"
+ctl estimate --graph "$vgg" --device tpu-v9 2>"$work/err.txt" >/dev/null
+check "unknown device is NOT_FOUND" grep -q "NOT_FOUND: unknown device 'tpu-v9'" "$work/err.txt"
+ctl estimate --graph "$vgg" --device h100-80gb >/dev/null
+check "estimate on a catalog device" test $? -eq 0
+ctl fit --graph "$vgg" --device a100-80gb >"$work/fit.txt"
+check "fit on a100-80gb" grep -q "^fits" "$work/fit.txt"
+ctl node-info >"$work/node.txt"
+check "node-info says no GPU" grep -q "GPUs: no GPU" "$work/node.txt"
+ctl profile --graph "$vgg" 2>"$work/err.txt" >/dev/null
+check "profile without a GPU is FAILED_PRECONDITION" grep -q "FAILED_PRECONDITION" "$work/err.txt"
+
 curl -s "http://$metrics/metrics" >"$work/metrics.txt"
 check "metrics count the rejected request" \
   grep -q 'echo_requests_total{code="INVALID_ARGUMENT",method="EstimateMemory"} 1' "$work/metrics.txt"
 check "metrics count served estimates" \
-  grep -q 'echo_requests_total{code="OK",method="EstimateMemory"} 2' "$work/metrics.txt"
+  grep -q 'echo_requests_total{code="OK",method="EstimateMemory"} 3' "$work/metrics.txt"
+check "metrics count plans by policy and outcome" \
+  grep -q 'echo_plans_total{outcome="infeasible",policy="auto"} 1' "$work/metrics.txt"
 
 kill -TERM "$echod_pid"
 for _ in $(seq 1 100); do kill -0 "$echod_pid" 2>/dev/null || break; sleep 0.1; done

@@ -9,6 +9,7 @@
 #include "gtest/gtest.h"
 #include "http_get.h"
 #include "server/adapter/graph_convert.h"
+#include "planner/memory_simulator.h"
 #include "server/echo_server.h"
 #include "../unit/test_util.h"
 
@@ -146,6 +147,155 @@ TEST_F(ServerTest, MetricsCountRequestsByMethodAndCode) {
   EXPECT_THAT(metrics, HasSubstr("echo_estimated_peak_bytes_count 1"));
   EXPECT_THAT(metrics, HasSubstr("echo_graph_ops_sum{method="
                                  "\"EstimateMemory\"} 45"));
+}
+
+// Replays a served plan with the planner's checker: the schedule must be
+// valid and its peak the one the server reported.
+void ExpectReplays(const v1::Graph& proto,
+                   const v1::GenerateRecomputePlanResponse& plan) {
+  absl::StatusOr<planner::Graph> graph = adapter::GraphFromProto(proto);
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  planner::Schedule schedule;
+  for (const v1::Execution& e : plan.schedule()) {
+    schedule.push_back({graph->FindOp(e.op_id()), e.recompute()});
+  }
+  absl::StatusOr<planner::SimulationResult> replay =
+      planner::ReplaySchedule(*graph, schedule);
+  ASSERT_TRUE(replay.ok()) << replay.status();
+  EXPECT_EQ(replay->peak_bytes, plan.planned_peak_bytes());
+  double baseline = 0, extra = 0;
+  for (const v1::Execution& e : plan.schedule()) {
+    const double cost = graph->op(graph->FindOp(e.op_id())).relative_cost;
+    (e.recompute() ? extra : baseline) += cost;
+  }
+  EXPECT_DOUBLE_EQ(baseline, plan.baseline_compute_cost());
+  EXPECT_DOUBLE_EQ(extra, plan.recompute_cost());
+}
+
+TEST_F(ServerTest, EveryPolicyServesAReplayablePlan) {
+  const v1::Graph graph = Vgg16Request().graph();
+  for (v1::RecomputePolicy policy :
+       {v1::RECOMPUTE_POLICY_NONE, v1::RECOMPUTE_POLICY_ECHO,
+        v1::RECOMPUTE_POLICY_CHEN_SQRT, v1::RECOMPUTE_POLICY_AUTO}) {
+    v1::GenerateRecomputePlanRequest request;
+    *request.mutable_graph() = graph;
+    request.set_policy(policy);
+    auto plan = client_->GenerateRecomputePlan(request);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    SCOPED_TRACE(v1::RecomputePolicy_Name(policy));
+    EXPECT_EQ(plan->policy(), policy);
+    EXPECT_EQ(plan->baseline_peak_bytes(), 15825108992);
+    EXPECT_EQ(plan->cost_unit(), "relative");
+    EXPECT_DOUBLE_EQ(plan->baseline_compute_cost(), 15500);
+    ExpectReplays(graph, *plan);
+    if (policy == v1::RECOMPUTE_POLICY_NONE) {
+      EXPECT_EQ(plan->planned_peak_bytes(), 15825108992);
+      EXPECT_EQ(plan->recompute_cost(), 0);
+    }
+    if (policy == v1::RECOMPUTE_POLICY_AUTO) {
+      // The default budget: 5% overhead.
+      EXPECT_LT(plan->planned_peak_bytes(), 15825108992);
+      EXPECT_LE(plan->recompute_overhead_ratio(), 0.05);
+    }
+  }
+  const std::string metrics = Metrics();
+  EXPECT_THAT(metrics, HasSubstr("echo_plans_total{outcome=\"feasible\","
+                                 "policy=\"auto\"} 1"));
+  EXPECT_THAT(metrics, HasSubstr("echo_bytes_saved_total{policy=\"auto\"}"));
+}
+
+TEST_F(ServerTest, MemoryLimitBelowLowerBoundIsAnAnswerNotAnError) {
+  v1::GenerateRecomputePlanRequest request;
+  *request.mutable_graph() = Vgg16Request().graph();
+  request.set_memory_limit_bytes(1000);
+  auto plan = client_->GenerateRecomputePlan(request);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_FALSE(plan->feasible());
+  EXPECT_GT(plan->peak_lower_bound_bytes(), 1000);
+  EXPECT_LE(plan->peak_lower_bound_bytes(), plan->planned_peak_bytes());
+  ExpectReplays(request.graph(), *plan);
+  EXPECT_THAT(Metrics(), HasSubstr("echo_plans_total{outcome=\"infeasible\","
+                                   "policy=\"auto\"} 1"));
+}
+
+TEST_F(ServerTest, BadPlanRequestsAreInvalidArgument) {
+  v1::GenerateRecomputePlanRequest request;
+  *request.mutable_graph() = Vgg16Request().graph();
+  request.set_policy(static_cast<v1::RecomputePolicy>(42));
+  auto plan = client_->GenerateRecomputePlan(request);
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(plan.status().message()), HasSubstr("unknown policy"));
+
+  request.set_policy(v1::RECOMPUTE_POLICY_AUTO);
+  request.set_max_overhead_ratio(-0.5);
+  plan = client_->GenerateRecomputePlan(request);
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(plan.status().message()),
+              HasSubstr("max_overhead_ratio"));
+
+  request.set_max_overhead_ratio(0.1);
+  request.set_memory_limit_bytes(1 << 30);
+  plan = client_->GenerateRecomputePlan(request);
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(plan.status().message()), HasSubstr("at most one"));
+
+  request.clear_max_overhead_ratio();
+  request.set_memory_limit_bytes(-5);
+  plan = client_->GenerateRecomputePlan(request);
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(ServerTest, UnknownDeviceIsNotFoundListingTheCatalog) {
+  v1::EstimateMemoryRequest request = Vgg16Request();
+  request.mutable_device()->set_name("tpu-v9");
+  auto response = client_->EstimateMemory(request);
+  ASSERT_FALSE(response.ok());
+  EXPECT_EQ(response.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(response.status().message()),
+              HasSubstr("h100-80gb"));
+}
+
+TEST_F(ServerTest, CheckFitAnswersForACatalogDevice) {
+  v1::CheckFitRequest request;
+  *request.mutable_graph() = Vgg16Request().graph();
+  request.mutable_device()->set_name("a100-80gb");
+  auto fit = client_->CheckFit(request);
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  EXPECT_TRUE(fit->fits());
+  EXPECT_TRUE(fit->fits_without_recompute());
+  EXPECT_EQ(fit->baseline_peak_bytes(), 15825108992);
+
+  // 11 GiB: below VGG16's best reachable peak, so it cannot fit.
+  request.mutable_device()->set_name("rtx-2080-ti");
+  fit = client_->CheckFit(request);
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  EXPECT_FALSE(fit->fits());
+  EXPECT_FALSE(fit->fits_without_recompute());
+  EXPECT_THAT(fit->message(), HasSubstr("does not fit"));
+
+  request.clear_device();
+  EXPECT_EQ(client_->CheckFit(request).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(ServerTest, ProfilingWithoutAGpuIsFailedPrecondition) {
+  v1::ProfileOpsRequest request;
+  *request.mutable_graph() = Vgg16Request().graph();
+  auto profiles = client_->ProfileOps(request);
+  ASSERT_FALSE(profiles.ok());
+  EXPECT_EQ(profiles.status().code(), absl::StatusCode::kFailedPrecondition);
+
+  request.add_op_ids("no_such_op");
+  EXPECT_EQ(client_->ProfileOps(request).status().code(),
+            absl::StatusCode::kInvalidArgument);
+
+  auto info = client_->GetNodeInfo();
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_THAT(info->gpu_status(), HasSubstr("no GPU"));
+  EXPECT_EQ(info->gpus_size(), 0);
+  EXPECT_GE(info->device_catalog_size(), 8);
+  EXPECT_FALSE(info->profiling_enabled());
+  EXPECT_FALSE(info->server_version().empty());
 }
 
 TEST_F(ServerTest, DrainTurnsHealthOffAndRefusesNewWork) {
