@@ -1,0 +1,100 @@
+#include "server/adapter/device_convert.h"
+
+#include <map>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace echo::adapter {
+namespace {
+
+// planner::DType and v1::DType list the same types in the same order, so a
+// value converts by cast; these asserts keep the two enums in step.
+static_assert(static_cast<int>(planner::DType::kFloat32) == v1::DTYPE_FLOAT32);
+static_assert(static_cast<int>(planner::DType::kBFloat16) ==
+              v1::DTYPE_BFLOAT16);
+static_assert(static_cast<int>(planner::DType::kInt8) == v1::DTYPE_INT8);
+static_assert(static_cast<int>(planner::DType::kFloat8E5M2) ==
+              v1::DTYPE_FLOAT8_E5M2);
+static_assert(static_cast<int>(planner::DType::kComplex64) ==
+                  v1::DTYPE_COMPLEX64 &&
+              v1::DType_MAX == v1::DTYPE_COMPLEX64);
+
+planner::DType FromProto(v1::DType dtype) {
+  return v1::DType_IsValid(dtype) ? static_cast<planner::DType>(dtype)
+                                  : planner::DType::kUnspecified;
+}
+
+v1::DType ToProto(planner::DType dtype) {
+  return static_cast<v1::DType>(static_cast<int>(dtype));
+}
+
+}  // namespace
+
+absl::StatusOr<planner::DeviceSpec> DeviceSpecFromProto(
+    const v1::DeviceSpec& proto) {
+  planner::DeviceSpec spec;
+  spec.name = proto.name();
+  spec.memory_bytes = proto.memory_bytes();
+  spec.memory_bandwidth_bytes_per_second =
+      proto.memory_bandwidth_bytes_per_second();
+  spec.sm_count = proto.sm_count();
+  for (int i = 0; i < proto.peak_flops_size(); ++i) {
+    const v1::PeakFlops& peak = proto.peak_flops(i);
+    const planner::DType dtype = FromProto(peak.dtype());
+    if (dtype == planner::DType::kUnspecified) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "device '", proto.name(), "': peak_flops[", i, "] has no dtype"));
+    }
+    std::map<planner::DType, double>& rates =
+        peak.tensor_core() ? spec.tensor_core_flops : spec.vector_flops;
+    if (!rates.emplace(dtype, peak.flops_per_second()).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("device '", proto.name(), "': peak_flops[", i,
+                       "] repeats ", planner::DTypeName(dtype),
+                       peak.tensor_core() ? " tensor-core" : "", " peak"));
+    }
+  }
+  return spec;
+}
+
+absl::StatusOr<planner::DeviceSpec> ResolveDevice(const v1::DeviceSpec& proto) {
+  absl::StatusOr<planner::DeviceSpec> spec = DeviceSpecFromProto(proto);
+  if (!spec.ok()) return spec.status();
+  return planner::ResolveDeviceSpec(*spec);
+}
+
+void DeviceSpecToProto(const planner::DeviceSpec& spec, v1::DeviceSpec* proto) {
+  proto->set_name(spec.name);
+  proto->set_memory_bytes(spec.memory_bytes);
+  proto->set_memory_bandwidth_bytes_per_second(
+      spec.memory_bandwidth_bytes_per_second);
+  proto->set_sm_count(spec.sm_count);
+  for (const auto& [rates, tensor_core] :
+       {std::pair{&spec.tensor_core_flops, true},
+        std::pair{&spec.vector_flops, false}}) {
+    for (const auto& [dtype, rate] : *rates) {
+      v1::PeakFlops* peak = proto->add_peak_flops();
+      peak->set_dtype(ToProto(dtype));
+      peak->set_flops_per_second(rate);
+      peak->set_tensor_core(tensor_core);
+    }
+  }
+}
+
+void CostSourceSummaryToProto(const planner::CostSourceSummary& summary,
+                              v1::CostSourceSummary* proto) {
+  using planner::CostSource;
+  proto->set_measured_ops(summary.count(CostSource::kMeasured));
+  proto->set_profiled_ops(summary.count(CostSource::kProfiled));
+  proto->set_analytic_ops(summary.count(CostSource::kAnalytic));
+  proto->set_relative_ops(summary.count(CostSource::kRelative));
+  proto->set_unknown_ops(summary.count(CostSource::kUnknown));
+  proto->set_measured_cost_fraction(summary.fraction(CostSource::kMeasured));
+  proto->set_profiled_cost_fraction(summary.fraction(CostSource::kProfiled));
+  proto->set_analytic_cost_fraction(summary.fraction(CostSource::kAnalytic));
+  proto->set_relative_cost_fraction(summary.fraction(CostSource::kRelative));
+}
+
+}  // namespace echo::adapter

@@ -1,0 +1,220 @@
+#include "server/profiler/profile_cache.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace echo::server {
+namespace {
+
+constexpr absl::string_view kHeader = "echo-profile-cache 1";
+constexpr absl::string_view kChecksumPrefix = "checksum ";
+
+uint64_t Fnv1a64(absl::string_view data) {
+  uint64_t hash = 14695981039346656037ull;
+  for (unsigned char c : data) {
+    hash ^= c;
+    hash *= 1099511628211ull;
+  }
+  return hash;
+}
+
+absl::Status ErrnoError(absl::string_view what, const std::string& path) {
+  return absl::InternalError(
+      absl::StrCat(what, " ", path, ": ", std::strerror(errno)));
+}
+
+std::string DirName(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+std::string BaseName(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+std::string TempSuffixPrefix(const std::string& path) {
+  return BaseName(path) + ".tmp.";
+}
+
+void RemoveStaleTempFiles(const std::string& path) {
+  const std::string dir = DirName(path);
+  const std::string prefix = TempSuffixPrefix(path);
+  DIR* handle = opendir(dir.c_str());
+  if (handle == nullptr) return;
+  while (const dirent* entry = readdir(handle)) {
+    if (absl::StartsWith(entry->d_name, prefix)) {
+      unlink((dir + "/" + entry->d_name).c_str());
+    }
+  }
+  closedir(handle);
+}
+
+}  // namespace
+
+absl::Status WriteFileAtomically(const std::string& path,
+                                 absl::string_view contents) {
+  static std::atomic<int64_t> counter{0};
+  const std::string temp =
+      absl::StrCat(path, ".tmp.", getpid(), ".", counter.fetch_add(1));
+  const int fd =
+      open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoError("cannot create", temp);
+  absl::Status status;
+  size_t written = 0;
+  while (status.ok() && written < contents.size()) {
+    const ssize_t n =
+        write(fd, contents.data() + written, contents.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) status = ErrnoError("cannot write", temp);
+    if (n > 0) written += static_cast<size_t>(n);
+  }
+  if (status.ok() && fsync(fd) != 0) status = ErrnoError("cannot fsync", temp);
+  if (close(fd) != 0 && status.ok()) status = ErrnoError("cannot close", temp);
+  if (status.ok() && rename(temp.c_str(), path.c_str()) != 0) {
+    status = ErrnoError("cannot rename to", path);
+  }
+  if (!status.ok()) {
+    unlink(temp.c_str());
+    return status;
+  }
+  // The rename is durable only once the directory entry is.
+  const std::string dir = DirName(path);
+  const int dir_fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0) return ErrnoError("cannot open directory", dir);
+  if (fsync(dir_fd) != 0) status = ErrnoError("cannot fsync directory", dir);
+  close(dir_fd);
+  return status;
+}
+
+ProfileCache::ProfileCache(std::string path, int64_t max_entries)
+    : path_(std::move(path)), max_entries_(std::max<int64_t>(max_entries, 1)) {}
+
+std::optional<double> ProfileCache::Get(const std::string& key) {
+  auto it = index_.find(key);
+  if (it == index_.end()) return std::nullopt;
+  order_.splice(order_.end(), order_, it->second);
+  return it->second->second;
+}
+
+void ProfileCache::Put(const std::string& key, double seconds) {
+  auto it = index_.find(key);
+  if (it != index_.end()) {
+    it->second->second = seconds;
+    order_.splice(order_.end(), order_, it->second);
+    return;
+  }
+  order_.emplace_back(key, seconds);
+  index_[key] = std::prev(order_.end());
+  while (size() > max_entries_) {
+    index_.erase(order_.front().first);
+    order_.pop_front();
+  }
+}
+
+std::string ProfileCache::Serialize() const {
+  std::string body = absl::StrCat(kHeader, "\nentries ", order_.size(), "\n");
+  for (const auto& [key, seconds] : order_) {
+    absl::StrAppendFormat(&body, "%.17g\t%s\n", seconds, absl::CEscape(key));
+  }
+  absl::StrAppendFormat(&body, "%s%016x\n", kChecksumPrefix, Fnv1a64(body));
+  return body;
+}
+
+absl::Status ProfileCache::Parse(absl::string_view contents) {
+  auto corrupt = [](absl::string_view why) { return absl::DataLossError(why); };
+  if (!absl::EndsWith(contents, "\n")) {
+    return corrupt("no final newline (truncated)");
+  }
+  const absl::string_view lines_text = contents.substr(0, contents.size() - 1);
+  const size_t body_end = lines_text.rfind('\n');
+  const size_t checksum_start =
+      body_end == absl::string_view::npos ? 0 : body_end + 1;
+  const absl::string_view body = contents.substr(0, checksum_start);
+  absl::string_view checksum_line = lines_text.substr(checksum_start);
+  uint64_t checksum = 0;
+  if (!absl::ConsumePrefix(&checksum_line, kChecksumPrefix) ||
+      !absl::SimpleHexAtoi(checksum_line, &checksum)) {
+    return corrupt("no checksum line (truncated)");
+  }
+  if (checksum != Fnv1a64(body)) return corrupt("checksum mismatch");
+  std::vector<absl::string_view> lines =
+      absl::StrSplit(body, '\n', absl::SkipEmpty());
+  if (lines.empty() || lines[0] != kHeader) {
+    return corrupt(absl::StrCat("unknown header, expected '", kHeader, "'"));
+  }
+  int64_t count = -1;
+  absl::string_view count_line = lines.size() > 1 ? lines[1] : "";
+  if (!absl::ConsumePrefix(&count_line, "entries ") ||
+      !absl::SimpleAtoi(count_line, &count) ||
+      count != static_cast<int64_t>(lines.size()) - 2) {
+    return corrupt("entry count does not match the entries");
+  }
+  std::vector<std::pair<std::string, double>> entries;
+  for (size_t i = 2; i < lines.size(); ++i) {
+    std::pair<absl::string_view, absl::string_view> fields =
+        absl::StrSplit(lines[i], absl::MaxSplits('\t', 1));
+    double seconds = 0;
+    std::string key;
+    if (!absl::SimpleAtod(fields.first, &seconds) || !std::isfinite(seconds) ||
+        seconds < 0 || !absl::CUnescape(fields.second, &key)) {
+      return corrupt(absl::StrCat("bad entry on line ", i + 1));
+    }
+    entries.emplace_back(std::move(key), seconds);
+  }
+  order_.clear();
+  index_.clear();
+  for (auto& [key, seconds] : entries) Put(key, seconds);
+  return absl::OkStatus();
+}
+
+CacheLoadReport ProfileCache::Load() {
+  CacheLoadReport report;
+  order_.clear();
+  index_.clear();
+  if (path_.empty()) return report;
+  RemoveStaleTempFiles(path_);
+  std::ifstream in(path_, std::ios::binary);
+  if (!in.is_open()) {
+    if (errno != ENOENT) {
+      report.error =
+          absl::StrCat("cannot open ", path_, ": ", std::strerror(errno));
+    }
+    return report;
+  }
+  report.file_found = true;
+  std::stringstream contents;
+  contents << in.rdbuf();
+  if (absl::Status s = Parse(contents.str()); !s.ok()) {
+    report.error = absl::StrCat("ignoring corrupt profile cache ", path_, ": ",
+                                s.message());
+    return report;
+  }
+  report.entries = size();
+  return report;
+}
+
+absl::Status ProfileCache::Save() const {
+  if (path_.empty()) return absl::OkStatus();
+  return WriteFileAtomically(path_, Serialize());
+}
+
+}  // namespace echo::server
