@@ -5,32 +5,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "server/adapter/graph_convert.h"
 
 namespace echo::adapter {
-namespace {
-
-// planner::DType and v1::DType list the same types in the same order, so a
-// value converts by cast; these asserts keep the two enums in step.
-static_assert(static_cast<int>(planner::DType::kFloat32) == v1::DTYPE_FLOAT32);
-static_assert(static_cast<int>(planner::DType::kBFloat16) ==
-              v1::DTYPE_BFLOAT16);
-static_assert(static_cast<int>(planner::DType::kInt8) == v1::DTYPE_INT8);
-static_assert(static_cast<int>(planner::DType::kFloat8E5M2) ==
-              v1::DTYPE_FLOAT8_E5M2);
-static_assert(static_cast<int>(planner::DType::kComplex64) ==
-                  v1::DTYPE_COMPLEX64 &&
-              v1::DType_MAX == v1::DTYPE_COMPLEX64);
-
-planner::DType FromProto(v1::DType dtype) {
-  return v1::DType_IsValid(dtype) ? static_cast<planner::DType>(dtype)
-                                  : planner::DType::kUnspecified;
-}
-
-v1::DType ToProto(planner::DType dtype) {
-  return static_cast<v1::DType>(static_cast<int>(dtype));
-}
-
-}  // namespace
 
 absl::StatusOr<planner::DeviceSpec> DeviceSpecFromProto(
     const v1::DeviceSpec& proto) {
@@ -42,7 +19,7 @@ absl::StatusOr<planner::DeviceSpec> DeviceSpecFromProto(
   spec.sm_count = proto.sm_count();
   for (int i = 0; i < proto.peak_flops_size(); ++i) {
     const v1::PeakFlops& peak = proto.peak_flops(i);
-    const planner::DType dtype = FromProto(peak.dtype());
+    const planner::DType dtype = DTypeFromProto(peak.dtype());
     if (dtype == planner::DType::kUnspecified) {
       return absl::InvalidArgumentError(absl::StrCat(
           "device '", proto.name(), "': peak_flops[", i, "] has no dtype"));
@@ -76,7 +53,7 @@ void DeviceSpecToProto(const planner::DeviceSpec& spec, v1::DeviceSpec* proto) {
         std::pair{&spec.vector_flops, false}}) {
     for (const auto& [dtype, rate] : *rates) {
       v1::PeakFlops* peak = proto->add_peak_flops();
-      peak->set_dtype(ToProto(dtype));
+      peak->set_dtype(DTypeToProto(dtype));
       peak->set_flops_per_second(rate);
       peak->set_tensor_core(tensor_core);
     }

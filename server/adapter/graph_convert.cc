@@ -5,8 +5,6 @@
 
 namespace echo::adapter {
 
-namespace {
-
 planner::DType DTypeFromProto(v1::DType dtype) {
   switch (dtype) {
     case v1::DTYPE_FLOAT32: return planner::DType::kFloat32;
@@ -35,6 +33,8 @@ v1::DType DTypeToProto(planner::DType dtype) {
   }
   return v1::DTYPE_UNSPECIFIED;
 }
+
+namespace {
 
 planner::OpClass OpClassFromProto(v1::OpClass op_class) {
   switch (op_class) {

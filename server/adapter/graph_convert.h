@@ -24,8 +24,13 @@ absl::StatusOr<planner::MemoryModelOptions> MemoryModelFromProto(
 // Fills peak, step, breakdown and the largest `max_live_tensors` instances
 // live at the peak (-1: all).
 void FillEstimate(const planner::Graph& graph,
-                  const planner::SimulationResult& result,
-                  int max_live_tensors, v1::EstimateMemoryResponse* response);
+                  const planner::SimulationResult& result, int max_live_tensors,
+                  v1::EstimateMemoryResponse* response);
+
+// The two enums list the same types; a proto value this build does not
+// know reads as kUnspecified, and kUnspecified as DTYPE_UNSPECIFIED.
+planner::DType DTypeFromProto(v1::DType dtype);
+v1::DType DTypeToProto(planner::DType dtype);
 
 v1::TensorRole RoleToProto(planner::TensorRole role);
 

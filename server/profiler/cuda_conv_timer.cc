@@ -1,5 +1,5 @@
-// CudaOpTimer::TimeConv: convolutions with cuDNN's (legacy) convolution API,
-// the algorithms cuDNN's heuristics rank first within the memory limit, as
+// CudaKernelTimer::DoTimeConv: convolutions with cuDNN's (legacy) convolution
+// API, the algorithms cuDNN's heuristics rank first within the memory limit, as
 // frameworks pick them without benchmarking.
 #include <algorithm>
 #include <vector>
@@ -11,8 +11,8 @@ namespace echo::server {
 
 #if !ECHO_HAVE_CUDNN
 
-absl::StatusOr<double> CudaOpTimer::TimeConv(const planner::ConvShape&,
-                                             const TimingLimits&) {
+absl::StatusOr<double> CudaKernelTimer::DoTimeConv(const planner::ConvShape&,
+                                                   const TimingLimits&) {
   return absl::UnimplementedError(
       "built without cuDNN: convolutions are not timed");
 }
@@ -103,6 +103,7 @@ struct CudnnTypes {
   cudnnDataType_t compute;
   cudnnMathType_t math;
   kernels::FillType fill;
+  int64_t element_bytes;
 };
 
 // f32 with cuDNN's default math allows TF32, as PyTorch does for convs.
@@ -110,16 +111,16 @@ std::optional<CudnnTypes> CudnnTypesFor(planner::DType dtype) {
   switch (dtype) {
     case planner::DType::kFloat32:
       return CudnnTypes{CUDNN_DATA_FLOAT, CUDNN_DATA_FLOAT, CUDNN_DEFAULT_MATH,
-                        kernels::FillType::kFloat32};
+                        kernels::FillType::kFloat32, 4};
     case planner::DType::kFloat16:
       return CudnnTypes{CUDNN_DATA_HALF, CUDNN_DATA_FLOAT, CUDNN_TENSOR_OP_MATH,
-                        kernels::FillType::kFloat16};
+                        kernels::FillType::kFloat16, 2};
     case planner::DType::kBFloat16:
       return CudnnTypes{CUDNN_DATA_BFLOAT16, CUDNN_DATA_FLOAT,
-                        CUDNN_TENSOR_OP_MATH, kernels::FillType::kBFloat16};
+                        CUDNN_TENSOR_OP_MATH, kernels::FillType::kBFloat16, 2};
     case planner::DType::kFloat64:
       return CudnnTypes{CUDNN_DATA_DOUBLE, CUDNN_DATA_DOUBLE,
-                        CUDNN_DEFAULT_MATH, kernels::FillType::kFloat64};
+                        CUDNN_DEFAULT_MATH, kernels::FillType::kFloat64, 8};
     default:
       return std::nullopt;
   }
@@ -144,14 +145,10 @@ absl::StatusOr<std::pair<Algo, size_t> > PickAlgorithm(
 
 }  // namespace
 
-absl::StatusOr<double> CudaOpTimer::TimeConv(const planner::ConvShape& shape,
-                                             const TimingLimits& limits) {
+absl::StatusOr<double> CudaKernelTimer::DoTimeConv(
+    const planner::ConvShape& shape, const TimingLimits& limits) {
   std::optional<CudnnTypes> types = CudnnTypesFor(shape.dtype);
-  if (!types) {
-    return absl::UnimplementedError(
-        absl::StrCat("convolution timing supports f32, f16, bf16 and f64, not ",
-                     planner::DTypeName(shape.dtype)));
-  }
+  if (!types) return UnsupportedDType(shape.dtype);
   const RegularConv r = ToRegular(shape);
   if (r.passes.empty()) {
     return absl::UnimplementedError("only the bias gradient: not timed");
@@ -200,7 +197,7 @@ absl::StatusOr<double> CudaOpTimer::TimeConv(const planner::ConvShape& shape,
         "cuDNN derives other output dims from these shapes (output_padding?)");
   }
 
-  const int64_t element = planner::DTypeSize(shape.dtype);
+  const int64_t element = types->element_bytes;
   const int64_t data_bytes = (Count(r.x) + Count(r.w) + Count(r.y)) * element;
   ECHO_RETURN_IF_ERROR(CheckMemoryLimit(data_bytes, limits.max_memory_bytes));
   const int64_t max_workspace = limits.max_memory_bytes - data_bytes;

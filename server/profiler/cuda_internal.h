@@ -1,4 +1,4 @@
-// Shared by the CUDA timer's translation units: status conversion, device
+// Shared by the CUDA plugin's translation units: status conversion, device
 // buffers, and the timer's handles.
 #ifndef ECHO_SERVER_PROFILER_CUDA_INTERNAL_H_
 #define ECHO_SERVER_PROFILER_CUDA_INTERNAL_H_
@@ -16,7 +16,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "server/profiler/cuda_op_timer.h"
+#include "planner/graph.h"
+#include "server/profiler/cuda_kernel_timer.h"
 
 namespace echo::server {
 
@@ -72,6 +73,12 @@ class DeviceBuffer {
   void* data_ = nullptr;
 };
 
+// The host (GpuOpTimer) rejects other dtypes, naming them; a guard only.
+inline absl::Status UnsupportedDType(planner::DType dtype) {
+  return absl::UnimplementedError(absl::StrCat(
+      "the CUDA timer does not support dtype #", static_cast<int>(dtype)));
+}
+
 inline absl::Status CheckMemoryLimit(int64_t needed_bytes,
                                      int64_t limit_bytes) {
   if (needed_bytes <= limit_bytes) return absl::OkStatus();
@@ -80,7 +87,7 @@ inline absl::Status CheckMemoryLimit(int64_t needed_bytes,
       limit_bytes, " (the profiler's fraction of free memory)"));
 }
 
-struct CudaOpTimer::Handles {
+struct CudaKernelTimer::Handles {
   cudaStream_t stream = nullptr;
   cudaEvent_t start = nullptr;
   cudaEvent_t stop = nullptr;

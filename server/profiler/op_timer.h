@@ -1,5 +1,5 @@
-// Times one op on a device. CudaOpTimer does it on the local GPU;
-// FakeOpTimer stands in for it in tests.
+// Times one op on a device. GpuOpTimer does it on the local GPU (through
+// the CUDA plugin); FakeOpTimer stands in for it in tests.
 #ifndef ECHO_SERVER_PROFILER_OP_TIMER_H_
 #define ECHO_SERVER_PROFILER_OP_TIMER_H_
 

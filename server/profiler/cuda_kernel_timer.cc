@@ -1,4 +1,4 @@
-#include "server/profiler/cuda_op_timer.h"
+#include "server/profiler/cuda_kernel_timer.h"
 
 #include <algorithm>
 #include <chrono>
@@ -21,6 +21,7 @@ struct GemmTypes {
   cudaDataType_t data;
   cublasComputeType_t compute;
   kernels::FillType fill;
+  int64_t element_bytes;
 };
 
 // Accumulation in f32 for half types, as frameworks do; TF32 off for f32,
@@ -29,16 +30,16 @@ std::optional<GemmTypes> GemmTypesFor(planner::DType dtype) {
   switch (dtype) {
     case planner::DType::kFloat32:
       return GemmTypes{CUDA_R_32F, CUBLAS_COMPUTE_32F,
-                       kernels::FillType::kFloat32};
+                       kernels::FillType::kFloat32, 4};
     case planner::DType::kFloat16:
       return GemmTypes{CUDA_R_16F, CUBLAS_COMPUTE_32F,
-                       kernels::FillType::kFloat16};
+                       kernels::FillType::kFloat16, 2};
     case planner::DType::kBFloat16:
       return GemmTypes{CUDA_R_16BF, CUBLAS_COMPUTE_32F,
-                       kernels::FillType::kBFloat16};
+                       kernels::FillType::kBFloat16, 2};
     case planner::DType::kFloat64:
       return GemmTypes{CUDA_R_64F, CUBLAS_COMPUTE_64F,
-                       kernels::FillType::kFloat64};
+                       kernels::FillType::kFloat64, 8};
     default:
       return std::nullopt;
   }
@@ -46,15 +47,15 @@ std::optional<GemmTypes> GemmTypesFor(planner::DType dtype) {
 
 }  // namespace
 
-CudaOpTimer::CudaOpTimer(GpuDevice device, std::string device_key)
-    : device_(std::move(device)), device_key_(std::move(device_key)) {}
+CudaKernelTimer::CudaKernelTimer(int device_index)
+    : device_index_(device_index) {}
 
-CudaOpTimer::~CudaOpTimer() = default;
+CudaKernelTimer::~CudaKernelTimer() = default;
 
-absl::Status CudaOpTimer::EnsureInitialized() {
+absl::Status CudaKernelTimer::EnsureInitialized() {
   // The current device is per host thread, and RPCs arrive on many.
   ECHO_RETURN_IF_ERROR(
-      CudaStatus(cudaSetDevice(device_.index), "cudaSetDevice"));
+      CudaStatus(cudaSetDevice(device_index_), "cudaSetDevice"));
   if (handles_ != nullptr) return absl::OkStatus();
   auto handles = std::make_unique<Handles>();
   int lowest_priority = 0, highest_priority = 0;
@@ -84,18 +85,26 @@ absl::Status CudaOpTimer::EnsureInitialized() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<int64_t> CudaOpTimer::FreeMemoryBytes() {
+absl::StatusOr<int64_t> CudaKernelTimer::FreeMemoryBytes() {
   // Needs the context only, not the handles: GetNodeInfo calls this from
   // any thread, while a profile may be running.
   ECHO_RETURN_IF_ERROR(
-      CudaStatus(cudaSetDevice(device_.index), "cudaSetDevice"));
+      CudaStatus(cudaSetDevice(device_index_), "cudaSetDevice"));
   size_t free_bytes = 0, total_bytes = 0;
   ECHO_RETURN_IF_ERROR(
       CudaStatus(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo"));
   return static_cast<int64_t>(free_bytes);
 }
 
-absl::StatusOr<double> CudaOpTimer::Measure(
+absl::StatusOr<double> CudaKernelTimer::Timed(
+    const std::function<absl::StatusOr<double>()>& time) {
+  absl::StatusOr<double> seconds = EnsureInitialized();
+  if (seconds.ok()) seconds = time();
+  if (!seconds.ok()) cudaGetLastError();
+  return seconds;
+}
+
+absl::StatusOr<double> CudaKernelTimer::Measure(
     const std::function<absl::Status()>& run, const TimingLimits& limits) {
   cudaStream_t stream = handles_->stream;
   for (int i = 0; i < limits.warmup_runs; ++i) ECHO_RETURN_IF_ERROR(run());
@@ -122,18 +131,24 @@ absl::StatusOr<double> CudaOpTimer::Measure(
   return *middle * 1e-3;
 }
 
-absl::StatusOr<double> CudaOpTimer::TimeGemm(const planner::GemmShape& shape,
-                                             const TimingLimits& limits) {
+absl::StatusOr<double> CudaKernelTimer::TimeGemm(
+    const planner::GemmShape& shape, const TimingLimits& limits) {
+  return Timed([&] { return DoTimeGemm(shape, limits); });
+}
+
+absl::StatusOr<double> CudaKernelTimer::TimeConv(
+    const planner::ConvShape& shape, const TimingLimits& limits) {
+  return Timed([&] { return DoTimeConv(shape, limits); });
+}
+
+absl::StatusOr<double> CudaKernelTimer::DoTimeGemm(
+    const planner::GemmShape& shape, const TimingLimits& limits) {
   std::optional<GemmTypes> types = GemmTypesFor(shape.dtype);
-  if (!types) {
-    return absl::UnimplementedError(
-        absl::StrCat("GEMM timing supports f32, f16, bf16 and f64, not ",
-                     planner::DTypeName(shape.dtype)));
-  }
+  if (!types) return UnsupportedDType(shape.dtype);
   if (std::max({shape.m, shape.n, shape.k, shape.batch}) > INT_MAX) {
     return absl::UnimplementedError("GEMM dims beyond 32 bits");
   }
-  const int64_t element = planner::DTypeSize(shape.dtype);
+  const int64_t element = types->element_bytes;
   const int64_t a_count = shape.batch * shape.m * shape.k;
   const int64_t b_count = shape.batch * shape.k * shape.n;
   const int64_t c_count = shape.batch * shape.m * shape.n;
@@ -184,43 +199,13 @@ absl::StatusOr<double> CudaOpTimer::TimeGemm(const planner::GemmShape& shape,
   return seconds;
 }
 
-absl::StatusOr<double> CudaOpTimer::TimeMemoryBound(
-    const planner::Graph& graph, planner::OpIndex op,
-    const TimingLimits& limits) {
-  const planner::OpWork work = planner::EstimateOpWork(graph, op);
-  if (work.free) return 0.0;  // a view launches no kernel
-  const planner::Op& node = graph.op(op);
-  double out_bytes = 0;
-  for (planner::TensorIndex t : node.outputs) {
-    out_bytes += planner::LogicalBytes(graph.tensor(t));
-  }
-  // bytes_moved already counts only what the op reads (an embedding reads
-  // its gathered rows, not its table).
-  const double in_bytes = std::max(0.0, work.bytes_moved - out_bytes);
-  cudaStream_t stream = handles_->stream;
-  DeviceBuffer in, out;
-  if (node.op_class == planner::OpClass::kSoftmax ||
-      node.op_class == planner::OpClass::kNorm) {
-    // Rows over the last dim of the largest input, in floats.
-    const planner::Tensor* largest = nullptr;
-    for (planner::TensorIndex t : node.inputs) {
-      const planner::Tensor& tensor = graph.tensor(t);
-      if (largest == nullptr ||
-          planner::LogicalBytes(tensor) > planner::LogicalBytes(*largest)) {
-        largest = &tensor;
-      }
-    }
-    const int64_t row_bytes =
-        largest != nullptr && planner::HasKnownShape(*largest) &&
-                !largest->shape.empty()
-            ? largest->shape.back() * planner::DTypeSize(largest->dtype)
-            : 4096;
-    const int64_t cols = std::max<int64_t>(row_bytes / 4, 1);
-    const int64_t floats = static_cast<int64_t>(
-        (largest == nullptr ? 0 : planner::LogicalBytes(*largest)) / 4);
-    const int64_t rows = std::max<int64_t>(floats / cols, 1);
+absl::StatusOr<double> CudaKernelTimer::TimeRowSoftmax(
+    int64_t rows, int64_t cols, const TimingLimits& limits) {
+  return Timed([&]() -> absl::StatusOr<double> {
     const int64_t bytes = rows * cols * 4;
     ECHO_RETURN_IF_ERROR(CheckMemoryLimit(2 * bytes, limits.max_memory_bytes));
+    cudaStream_t stream = handles_->stream;
+    DeviceBuffer in, out;
     ECHO_RETURN_IF_ERROR(in.Allocate(bytes));
     ECHO_RETURN_IF_ERROR(out.Allocate(bytes));
     ECHO_RETURN_IF_ERROR(
@@ -236,59 +221,30 @@ absl::StatusOr<double> CudaOpTimer::TimeMemoryBound(
               "row softmax kernel");
         },
         limits);
-  }
-  const int64_t in_size = static_cast<int64_t>(in_bytes);
-  const int64_t out_size = static_cast<int64_t>(out_bytes);
-  ECHO_RETURN_IF_ERROR(
-      CheckMemoryLimit(in_size + out_size + 32, limits.max_memory_bytes));
-  ECHO_RETURN_IF_ERROR(in.Allocate(in_size + 16));
-  ECHO_RETURN_IF_ERROR(out.Allocate(out_size + 16));
-  ECHO_RETURN_IF_ERROR(
-      CudaStatus(kernels::FillUniform(in.get(), (in_size + 16) / 4,
-                                      kernels::FillType::kFloat32, 5, stream),
-                 "fill"));
-  return Measure(
-      [&]() {
-        return CudaStatus(kernels::StreamBytes(in.get(), in_size, out.get(),
-                                               out_size, stream),
-                          "stream kernel");
-      },
-      limits);
+  });
 }
 
-absl::StatusOr<double> CudaOpTimer::TimeOp(const planner::Graph& graph,
-                                           planner::OpIndex op,
-                                           const TimingLimits& limits) {
-  ECHO_RETURN_IF_ERROR(EnsureInitialized());
-  absl::StatusOr<double> seconds;
-  switch (graph.op(op).op_class) {
-    case planner::OpClass::kGemm:
-      if (std::optional<planner::GemmShape> shape =
-              planner::InferGemmShape(graph, op)) {
-        seconds = TimeGemm(*shape, limits);
-      } else {
-        return absl::UnimplementedError(
-            "GEMM dims cannot be inferred from the op's shapes");
-      }
-      break;
-    case planner::OpClass::kConv:
-      if (std::optional<planner::ConvShape> shape =
-              planner::InferConvShape(graph, op)) {
-        seconds = TimeConv(*shape, limits);
-      } else {
-        return absl::UnimplementedError(
-            "convolution dims cannot be inferred from the op's shapes");
-      }
-      break;
-    case planner::OpClass::kCollective:
-      return absl::UnimplementedError("collectives are not timed on one GPU");
-    default:
-      seconds = TimeMemoryBound(graph, op, limits);
-      break;
-  }
-  // Clears a non-sticky error so that it does not fail the next op.
-  if (!seconds.ok()) cudaGetLastError();
-  return seconds;
+absl::StatusOr<double> CudaKernelTimer::TimeStreamBytes(
+    int64_t in_bytes, int64_t out_bytes, const TimingLimits& limits) {
+  return Timed([&]() -> absl::StatusOr<double> {
+    ECHO_RETURN_IF_ERROR(
+        CheckMemoryLimit(in_bytes + out_bytes + 32, limits.max_memory_bytes));
+    cudaStream_t stream = handles_->stream;
+    DeviceBuffer in, out;
+    ECHO_RETURN_IF_ERROR(in.Allocate(in_bytes + 16));
+    ECHO_RETURN_IF_ERROR(out.Allocate(out_bytes + 16));
+    ECHO_RETURN_IF_ERROR(
+        CudaStatus(kernels::FillUniform(in.get(), (in_bytes + 16) / 4,
+                                        kernels::FillType::kFloat32, 5, stream),
+                   "fill"));
+    return Measure(
+        [&]() {
+          return CudaStatus(kernels::StreamBytes(in.get(), in_bytes, out.get(),
+                                                 out_bytes, stream),
+                            "stream kernel");
+        },
+        limits);
+  });
 }
 
 }  // namespace echo::server
