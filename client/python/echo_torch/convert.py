@@ -1,0 +1,411 @@
+"""Joint forward+backward FX graph -> echo.v1.Graph.
+
+One echo op per call_function node (getitem nodes are not ops: they name an
+output of their producer), in the joint graph's order. One echo tensor per
+placeholder, constant and op output.
+
+Views. An op whose output aliases an input (view, t, expand, detach,
+_unsafe_view, split...) allocates nothing: its outputs get size_bytes 0. The
+bytes stay with the *storage base*, the nearest tensor up the view chain that
+owns memory. A view is only readable while its base is alive, so every op that
+reads a view also gets the view's base as an extra input (after its real
+inputs). Liveness in the planner then keeps the base alive exactly as long as
+some view of it is read, and the base is a stash candidate when a backward op
+reads one of its views. The executor (executor.py) never saves a view across
+the forward/backward boundary: it saves the base and re-applies the view ops
+in the backward, so the planner's bytes and the real bytes agree.
+
+In-place ops (bernoulli_ in the dropout decomposition) return their written
+input. Their output is modelled as an owner of full size; when the written
+input is a fresh buffer (empty_like) read by nothing else, that buffer is 0
+bytes, so the storage is counted once.
+
+Phases. Ops up to the last one a forward output needs are FORWARD, the rest
+BACKWARD: that is where the default partition runs them (nodes that only the
+backward needs and that autograd traced after the forward stay in the
+backward).
+
+Lifetimes the framework imposes: forward outputs are held by the caller and
+tangents by the autograd engine through the whole backward, so both are
+is_output (live to the end). Parameter gradients are is_output with role
+GRADIENT.
+"""
+import dataclasses
+from typing import Any, Dict, List, Optional, Tuple
+
+import torch
+import torch.fx as fx
+import torch.utils._pytree as pytree
+
+from echo_torch import ops, proto
+
+_pb = proto.graph_pb2
+
+_DTYPES = {
+    torch.float32: _pb.DTYPE_FLOAT32,
+    torch.float16: _pb.DTYPE_FLOAT16,
+    torch.bfloat16: _pb.DTYPE_BFLOAT16,
+    torch.float64: _pb.DTYPE_FLOAT64,
+    torch.int64: _pb.DTYPE_INT64,
+    torch.int32: _pb.DTYPE_INT32,
+    torch.int16: _pb.DTYPE_INT16,
+    torch.int8: _pb.DTYPE_INT8,
+    torch.uint8: _pb.DTYPE_UINT8,
+    torch.bool: _pb.DTYPE_BOOL,
+    torch.complex64: _pb.DTYPE_COMPLEX64,
+}
+
+ROLE_PARAMETER = "parameter"
+ROLE_BUFFER = "buffer"
+ROLE_INPUT = "input"
+
+
+@dataclasses.dataclass
+class PrimalInfo:
+    """What a primal placeholder of the joint graph is."""
+    kind: str  # ROLE_PARAMETER, ROLE_BUFFER or ROLE_INPUT
+    name: str
+
+
+@dataclasses.dataclass
+class JointGraph:
+    """A captured joint graph and what the capture layer knows about it."""
+    module: fx.GraphModule
+    num_fwd_outputs: int
+    primals: List[PrimalInfo]
+    name: str = "model"
+    metadata: Dict[str, str] = dataclasses.field(default_factory=dict)
+    # (primals, tangents) the graph was traced with; real tensors on torch
+    # 1.13 (used to measure per-op workspace), fake ones on torch 2.
+    example_inputs: Any = None
+
+
+@dataclasses.dataclass
+class TensorMeta:
+    shape: Tuple[int, ...]
+    dtype: torch.dtype
+    stride: Tuple[int, ...]
+
+
+@dataclasses.dataclass
+class OpInfo:
+    node: fx.Node
+    outputs: List[Optional[str]]  # tensor id per output position
+    is_view: bool
+    multi_output: bool
+    written_args: Tuple[int, ...]
+    phase: int
+
+
+@dataclasses.dataclass
+class ConvertedGraph:
+    """The echo graph plus the mapping back to the FX graph."""
+    joint: JointGraph
+    graph: "_pb.Graph"
+    ops: List[OpInfo]
+    op_index: Dict[str, int]
+    # Tensor id of a value node (placeholder, get_attr, single-output op,
+    # getitem of a multi-output op).
+    tensor_of: Dict[fx.Node, str]
+    # Producing op index and output position of each op-produced tensor.
+    producer: Dict[str, Tuple[int, int]]
+    size_bytes: Dict[str, int]
+    # Storage bases of view tensors (empty for owners).
+    view_bases: Dict[str, List[str]]
+    primal_nodes: List[fx.Node]
+    tangent_nodes: List[fx.Node]
+    fwd_outputs: List[Optional[fx.Node]]
+    bwd_outputs: List[Optional[fx.Node]]
+    first_backward_op: int
+
+    def stash_candidate_bytes(self) -> int:
+        """Bytes of forward activations that backward ops read: what the
+        framework's default partition saves."""
+        readers = _readers(self.graph)
+        total = 0
+        for tensor in self.graph.tensors:
+            if tensor.id not in self.producer:
+                continue
+            if self.ops[self.producer[tensor.id][0]].phase != _pb.PHASE_FORWARD:
+                continue
+            if any(self.ops[self.op_index[r]].phase == _pb.PHASE_BACKWARD
+                   for r in readers.get(tensor.id, ())):
+                total += self.size_bytes[tensor.id]
+        return total
+
+
+def _readers(graph):
+    readers = {}
+    for op in graph.ops:
+        for t in op.input_ids:
+            readers.setdefault(t, []).append(op.id)
+    return readers
+
+
+def storage_bytes(meta: TensorMeta) -> int:
+    """Bytes of the storage a dense op output needs (strided layouts too)."""
+    if any(s == 0 for s in meta.shape):
+        return 0
+    elements = 1 + sum((s - 1) * st for s, st in zip(meta.shape, meta.stride))
+    return elements * torch.empty((), dtype=meta.dtype).element_size()
+
+
+def _meta_of_value(value) -> Optional[TensorMeta]:
+    if isinstance(value, torch.Tensor):
+        return TensorMeta(tuple(value.shape), value.dtype, tuple(value.stride()))
+    return None
+
+
+def _node_meta(node: fx.Node) -> Optional[TensorMeta]:
+    tm = node.meta.get("tensor_meta")
+    if tm is not None and hasattr(tm, "shape"):
+        return TensorMeta(tuple(tm.shape), tm.dtype, tuple(tm.stride))
+    return _meta_of_value(node.meta.get("val"))
+
+
+def _infer_output_metas(node: fx.Node) -> Optional[List[Optional[TensorMeta]]]:
+    """All outputs of a multi-output op, by running it on meta tensors (FX
+    records metadata only for outputs that some getitem reads)."""
+    def to_meta(arg):
+        meta = _node_meta(arg)
+        if meta is None:
+            raise ValueError(f"no metadata for {arg}")
+        return torch.empty_strided(meta.shape, meta.stride, dtype=meta.dtype,
+                                   device="meta")
+    try:
+        args = fx.node.map_arg(node.args, to_meta)
+        kwargs = fx.node.map_arg(node.kwargs, to_meta)
+        out = node.target(*args, **kwargs)
+    except Exception:  # noqa: BLE001 - any failure means "unknown"
+        return None
+    if isinstance(out, (tuple, list)):
+        return [_meta_of_value(v) for v in out]
+    return [_meta_of_value(out)]
+
+
+def _shape_of(arg):
+    meta = _node_meta(arg) if isinstance(arg, fx.Node) else None
+    return meta.shape if meta is not None else None
+
+
+def _flat_nodes(args) -> List[fx.Node]:
+    return [a for a in pytree.tree_flatten(args)[0] if isinstance(a, fx.Node)]
+
+
+def _is_tangent(node):
+    return node.op == "placeholder" and "tangents" in str(node.target)
+
+
+def _output_lists(joint: JointGraph):
+    (output_node,) = [n for n in joint.module.graph.nodes if n.op == "output"]
+    flat = pytree.tree_flatten(output_node.args)[0]
+    return flat[:joint.num_fwd_outputs], flat[joint.num_fwd_outputs:]
+
+
+def _ancestors(nodes) -> set:
+    seen, stack = set(), [n for n in nodes if isinstance(n, fx.Node)]
+    while stack:
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        stack.extend(node.all_input_nodes)
+    return seen
+
+
+def convert(joint: JointGraph) -> ConvertedGraph:
+    gm = joint.module
+    graph = _pb.Graph(name=joint.name)
+    graph.metadata["framework"] = "pytorch"
+    graph.metadata["torch_version"] = torch.__version__
+    graph.metadata.update(joint.metadata)
+
+    fwd_outputs, bwd_outputs = _output_lists(joint)
+    fwd_outputs = [n if isinstance(n, fx.Node) else None for n in fwd_outputs]
+    bwd_outputs = [n if isinstance(n, fx.Node) else None for n in bwd_outputs]
+    graph.metadata["num_forward_outputs"] = str(len(fwd_outputs))
+
+    tensors: Dict[str, "_pb.Tensor"] = {}
+    order: List[str] = []
+    tensor_of: Dict[fx.Node, str] = {}
+    size_bytes: Dict[str, int] = {}
+    view_bases: Dict[str, List[str]] = {}
+    producer: Dict[str, Tuple[int, int]] = {}
+
+    def add_tensor(tid, name, meta, role, size=None):
+        t = _pb.Tensor(id=tid, name=name, role=role)
+        if meta is not None:
+            t.shape.extend(int(s) for s in meta.shape)
+            t.dtype = _DTYPES.get(meta.dtype, _pb.DTYPE_UNSPECIFIED)
+            nbytes = storage_bytes(meta) if size is None else size
+        else:
+            nbytes = 0 if size is None else size
+        t.size_bytes = nbytes
+        size_bytes[tid] = nbytes
+        tensors[tid] = t
+        order.append(tid)
+        return t
+
+    # Placeholders and constants.
+    primal_nodes, tangent_nodes = [], []
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            if _is_tangent(node):
+                tangent_nodes.append(node)
+                t = add_tensor(node.name, node.name, _node_meta(node),
+                               _pb.TENSOR_ROLE_INPUT)
+                t.is_output = True  # held by autograd through the backward
+            else:
+                info = (joint.primals[len(primal_nodes)]
+                        if len(primal_nodes) < len(joint.primals) else
+                        PrimalInfo(ROLE_INPUT, node.name))
+                primal_nodes.append(node)
+                role = (_pb.TENSOR_ROLE_INPUT if info.kind == ROLE_INPUT
+                        else _pb.TENSOR_ROLE_PARAMETER)
+                add_tensor(node.name, info.name, _node_meta(node), role)
+            tensor_of[node] = node.name
+        elif node.op == "get_attr":
+            value = getattr(gm, node.target)
+            add_tensor(node.name, str(node.target), _meta_of_value(value),
+                       _pb.TENSOR_ROLE_PARAMETER)
+            tensor_of[node] = node.name
+
+    # Forward/backward split: after the last op a forward output needs.
+    call_nodes = [n for n in gm.graph.nodes
+                  if n.op == "call_function" and not ops.is_getitem(n.target)]
+    needed = _ancestors(fwd_outputs)
+    last_fwd = max((i for i, n in enumerate(call_nodes) if n in needed),
+                   default=-1)
+    first_backward_op = last_fwd + 1
+    from_tangents = set()
+    for n in gm.graph.nodes:
+        if _is_tangent(n) or any(a in from_tangents for a in n.all_input_nodes):
+            from_tangents.add(n)
+    for n in call_nodes[:first_backward_op]:
+        if n in from_tangents:
+            raise ValueError(f"forward op {n.name} depends on a tangent")
+
+    # Ops and their outputs.
+    op_infos: List[OpInfo] = []
+    op_protos: List["_pb.Op"] = []
+    for index, node in enumerate(call_nodes):
+        views, written = ops.aliasing(node.target)
+        meta = _node_meta(node)
+        getitems = {u.args[1]: u for u in node.users if ops.is_getitem(u.target)}
+        multi = meta is None and (bool(getitems) or views is None or len(views) > 1)
+        if multi:
+            metas = _infer_output_metas(node) or []
+            count = max([len(metas)] + [i + 1 for i in getitems])
+            out_metas = [metas[i] if i < len(metas) else None for i in range(count)]
+            for i, g in getitems.items():
+                out_metas[i] = _node_meta(g) or out_metas[i]
+        else:
+            out_metas = [meta]
+        if views is None:
+            views = [False] * len(out_metas)
+        # A list return (split, unbind) is one schema return for many outputs.
+        views = (views + [views[-1] if views else False] * len(out_metas))[:len(out_metas)]
+        is_view = bool(out_metas) and all(views) and not written
+        phase = _pb.PHASE_FORWARD if index < first_backward_op else _pb.PHASE_BACKWARD
+        outputs: List[Optional[str]] = []
+        for pos, out_meta in enumerate(out_metas):
+            if out_meta is None:
+                outputs.append(None)
+                continue
+            tid = node.name if not multi else f"{node.name}:{pos}"
+            add_tensor(tid, tid, out_meta, _pb.TENSOR_ROLE_ACTIVATION,
+                       size=0 if views[pos] and not written else None)
+            producer[tid] = (index, pos)
+            outputs.append(tid)
+        if multi:
+            for pos, g in getitems.items():
+                if outputs[pos] is not None:
+                    tensor_of[g] = outputs[pos]
+        elif outputs and outputs[0] is not None:
+            tensor_of[node] = outputs[0]
+        op_infos.append(OpInfo(node, outputs, is_view, multi, written, phase))
+
+        # Inputs: real ones in argument order, then storage bases of views.
+        inputs: List[str] = []
+        for arg in _flat_nodes((node.args, node.kwargs)):
+            tid = tensor_of.get(arg)
+            if tid is not None and tid not in inputs:
+                inputs.append(tid)
+        for tid in list(inputs):
+            for base in view_bases.get(tid, ()):
+                if base not in inputs:
+                    inputs.append(base)
+        if is_view:
+            bases = []
+            for tid in inputs:
+                for base in view_bases.get(tid) or [tid]:
+                    if base not in bases:
+                        bases.append(base)
+            for tid in outputs:
+                if tid is not None:
+                    view_bases[tid] = bases
+
+        op = _pb.Op(id=node.name, name=node.name, op_type=ops.op_type(node.target),
+                    op_class=ops.op_class(node.target), phase=phase)
+        op.input_ids.extend(inputs)
+        op.output_ids.extend(t for t in outputs if t is not None)
+        op.attributes["overload"] = ops.overload_name(node.target)
+        scalars = fx.node.map_arg((node.args, node.kwargs), lambda n: "%")
+        op.attributes["args"] = repr(scalars)[:200]
+        fl = ops.flops(node.target, node.args, _shape_of,
+                       [m.shape if m else None for m in out_metas])
+        if fl is not None:
+            op.flops = fl
+        op.recomputable = not ops.is_random(node.target) and (
+            not written or ops.base_name(node.target) in ops.RECOMPUTE_WITHOUT_ARGS)
+        op_protos.append(op)
+
+    op_index = {info.node.name: i for i, info in enumerate(op_infos)}
+
+    # In-place writes: a fresh buffer consumed only by its writer is counted
+    # once (in the writer's output); other readers of a written tensor must
+    # not re-run, since they would see the written value.
+    readers: Dict[str, List[int]] = {}
+    for i, op in enumerate(op_protos):
+        for tid in op.input_ids:
+            readers.setdefault(tid, []).append(i)
+    for i, info in enumerate(op_infos):
+        if not info.written_args:
+            continue
+        for pos in info.written_args:
+            if pos >= len(info.node.args) or not isinstance(info.node.args[pos], fx.Node):
+                continue
+            tid = tensor_of.get(info.node.args[pos])
+            if tid is None:
+                continue
+            if (tid in producer and readers.get(tid) == [i] and ops.base_name(
+                    op_infos[producer[tid][0]].node.target) in ops.FRESH_ALLOCATIONS):
+                tensors[tid].size_bytes = 0
+                size_bytes[tid] = 0
+            for r in readers.get(tid, ()):
+                if r != i:
+                    op_protos[r].recomputable = False
+
+    # Outputs: forward outputs held by the caller, gradients returned.
+    def mark_output(node, role=None):
+        tid = tensor_of.get(node)
+        if tid is None:
+            return
+        for t in [tid] + view_bases.get(tid, []):
+            tensors[t].is_output = True
+            if role is not None and t in producer:
+                tensors[t].role = role
+    for node in fwd_outputs:
+        if node is not None:
+            mark_output(node)
+    for node in bwd_outputs:
+        if node is not None:
+            mark_output(node, _pb.TENSOR_ROLE_GRADIENT)
+
+    graph.tensors.extend(tensors[t] for t in order)
+    graph.ops.extend(op_protos)
+    return ConvertedGraph(joint=joint, graph=graph, ops=op_infos, op_index=op_index,
+                          tensor_of=tensor_of, producer=producer, size_bytes=size_bytes,
+                          view_bases=view_bases, primal_nodes=primal_nodes,
+                          tangent_nodes=tangent_nodes, fwd_outputs=fwd_outputs,
+                          bwd_outputs=bwd_outputs, first_backward_op=first_backward_op)

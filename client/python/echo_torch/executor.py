@@ -1,0 +1,294 @@
+"""Turns a plan's schedule into a forward and a backward program.
+
+A schedule lists op executions in order; an op may appear again with
+recompute=True. Each execution makes new instances of its outputs and every
+reader uses the most recent instance, as in the planner's memory model. The
+schedule is cut before the first original execution of a backward op: what
+runs before is the forward program, the rest the backward program. The
+forward returns the forward outputs plus every instance the backward reads
+(the saved set); recomputations run in the backward exactly where the
+schedule puts them.
+
+View ops are not executed where the schedule lists them: a view is derived
+from the current instance of its base when first read, per program (see
+convert.py). So the backward re-applies views to saved or recomputed bases
+and never keeps an old base alive through a saved view.
+
+Programs run as boxed functions (AOTAutograd's calling convention: one list
+argument, which they clear) and free each value after its last reader, so
+saved tensors die during the backward as the memory model assumes.
+"""
+import dataclasses
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import torch
+import torch.fx as fx
+
+from echo_torch import ops
+from echo_torch.convert import ConvertedGraph
+
+
+
+class PlanError(ValueError):
+    """The schedule cannot be executed on this graph."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Slot:
+    index: int
+
+
+@dataclasses.dataclass
+class _Instr:
+    target: Any
+    args: Any
+    kwargs: Any
+    out: Any  # a slot index, or a list of slot indices/None per output
+    frees: Tuple[int, ...] = ()
+
+
+def _fill(template, env):
+    if isinstance(template, _Slot):
+        return env[template.index]
+    if isinstance(template, (list, tuple)):
+        filled = [_fill(t, env) for t in template]
+        return filled if isinstance(template, list) else tuple(filled)
+    if isinstance(template, dict):
+        return {k: _fill(v, env) for k, v in template.items()}
+    return template
+
+
+def _slots_in(template, found):
+    if isinstance(template, _Slot):
+        found.append(template.index)
+    elif isinstance(template, (list, tuple)):
+        for t in template:
+            _slots_in(t, found)
+    elif isinstance(template, dict):
+        for t in template.values():
+            _slots_in(t, found)
+    return found
+
+
+class Program:
+    """A straight-line list of op calls over numbered slots."""
+
+    _boxed_call = True  # AOTAutograd passes one list and lets us clear it
+
+    def __init__(self, name: str, inputs: List[int], instrs: List[_Instr],
+                 outputs: List[Optional[int]]):
+        self.name = name
+        self.inputs = inputs
+        self.instrs = instrs
+        self.outputs = outputs
+        keep = {s for s in outputs if s is not None}
+        last_use: Dict[int, int] = {}
+        for i, instr in enumerate(instrs):
+            for s in _slots_in((instr.args, instr.kwargs), []):
+                last_use[s] = i
+        frees: List[List[int]] = [[] for _ in instrs]
+        for s, i in last_use.items():
+            if s not in keep:
+                frees[i].append(s)
+        for i, instr in enumerate(instrs):
+            outs = instr.out if isinstance(instr.out, list) else [instr.out]
+            for s in outs:
+                if s is not None and s not in last_use and s not in keep:
+                    frees[i].append(s)  # nobody reads it
+            instr.frees = tuple(frees[i])
+        self.unused_inputs = tuple(s for s in inputs if s not in last_use and s not in keep)
+
+    def __call__(self, args: List[Any]):
+        env: Dict[int, Any] = dict(zip(self.inputs, args))
+        if isinstance(args, list):
+            args.clear()
+        for s in self.unused_inputs:
+            env.pop(s, None)
+        for instr in self.instrs:
+            result = instr.target(*_fill(instr.args, env), **_fill(instr.kwargs, env))
+            if isinstance(instr.out, list):
+                for s, value in zip(instr.out, result):
+                    if s is not None:
+                        env[s] = value
+            else:
+                env[instr.out] = result
+            del result
+            for s in instr.frees:
+                del env[s]
+        return [env[s] if s is not None else None for s in self.outputs]
+
+    def __len__(self):
+        return len(self.instrs)
+
+
+@dataclasses.dataclass
+class Programs:
+    forward: Program
+    backward: Program
+    # Tensor ids of the forward-produced instances the forward saves.
+    saved_activation_ids: List[str]
+    saved_primal_ids: List[str]
+    recompute_count: int
+
+
+class _Builder:
+    def __init__(self, converted: ConvertedGraph):
+        self.c = converted
+        self.next_slot = 0
+        self.current: Dict[str, int] = {}  # tensor id -> slot of latest instance
+        self.slot_tensor: Dict[int, str] = {}
+        self.instrs: List[_Instr] = []
+        self.view_cache: Dict[Tuple, Any] = {}
+
+    def new_slot(self, tensor_id=None) -> int:
+        s = self.next_slot
+        self.next_slot += 1
+        if tensor_id is not None:
+            self.slot_tensor[s] = tensor_id
+        return s
+
+    def value(self, node: fx.Node) -> Any:
+        """Template for reading a graph value: a slot or a constant."""
+        if node.op == "get_attr":
+            return getattr(self.c.joint.module, node.target)
+        tid = self.c.tensor_of.get(node)
+        if tid is None:
+            raise PlanError(f"value {node.name} has no tensor in the echo graph")
+        return _Slot(self.resolve(tid))
+
+    def resolve(self, tid: str) -> int:
+        prod = self.c.producer.get(tid)
+        if prod is not None and self.c.ops[prod[0]].is_view:
+            op_index, pos = prod
+            info = self.c.ops[op_index]
+            args, kwargs = self.templates(info.node)
+            key = (op_index, tuple(_slots_in((args, kwargs), [])))
+            outs = self.view_cache.get(key)
+            if outs is None:
+                outs = self.emit(op_index, args, kwargs)
+                self.view_cache[key] = outs
+            return outs[pos]
+        slot = self.current.get(tid)
+        if slot is None:
+            raise PlanError(f"tensor {tid} has no live instance where it is read")
+        return slot
+
+    def templates(self, node: fx.Node):
+        return (fx.node.map_arg(node.args, self.value),
+                fx.node.map_arg(node.kwargs, self.value))
+
+    def emit(self, op_index: int, args, kwargs) -> List[Optional[int]]:
+        info = self.c.ops[op_index]
+        slots = [self.new_slot(t) if t is not None else None for t in info.outputs]
+        out = slots if info.multi_output else slots[0]
+        self.instrs.append(_Instr(info.node.target, _to_plain(args), _to_plain(kwargs), out))
+        return slots
+
+    def run_op(self, op_index: int, recompute: bool):
+        info = self.c.ops[op_index]
+        if info.is_view:
+            return  # derived on first read
+        args, kwargs = self.templates(info.node)
+        if recompute:
+            drop = ops.RECOMPUTE_WITHOUT_ARGS.get(ops.base_name(info.node.target), ())
+            args = tuple(None if i in drop else a for i, a in enumerate(args))
+        for tid, slot in zip(info.outputs, self.emit(op_index, args, kwargs)):
+            if tid is not None:
+                self.current[tid] = slot
+
+
+def _to_plain(template):
+    """fx's immutable containers -> plain tuples/lists/dicts."""
+    if isinstance(template, (list, tuple)):
+        plain = [_to_plain(t) for t in template]
+        return tuple(plain) if isinstance(template, tuple) else plain
+    if isinstance(template, dict):
+        return {k: _to_plain(v) for k, v in template.items()}
+    return template
+
+
+def build_programs(converted: ConvertedGraph,
+                   schedule: Sequence[Tuple[int, bool]]) -> Programs:
+    """schedule: (op index, recompute) per execution, as a plan lists them."""
+    c = converted
+    b = _Builder(c)
+    primal_slots = []
+    for node in c.primal_nodes:
+        s = b.new_slot(c.tensor_of[node])
+        b.current[c.tensor_of[node]] = s
+        primal_slots.append(s)
+    tangent_ids = [c.tensor_of[n] for n in c.tangent_nodes]
+
+    next_original = 0
+    recompute_count = 0
+    fwd_instrs = fwd_out_slots = None
+    fwd_slot_limit = None
+    for op_index, recompute in schedule:
+        if not 0 <= op_index < len(c.ops):
+            raise PlanError(f"schedule names op index {op_index} outside the graph")
+        if recompute:
+            if op_index >= next_original:
+                raise PlanError(f"op {c.ops[op_index].node.name} recomputed before it ran")
+            recompute_count += 1
+        else:
+            if op_index != next_original:
+                raise PlanError(f"op {c.ops[op_index].node.name} out of graph order")
+            next_original += 1
+            if op_index == c.first_backward_op and fwd_instrs is None:
+                fwd_out_slots = [b.resolve(c.tensor_of[n]) if n is not None else None
+                                 for n in c.fwd_outputs]
+                fwd_instrs, b.instrs = b.instrs, []
+                fwd_slot_limit = b.next_slot
+                b.view_cache = {}
+                for tid in tangent_ids:
+                    b.current[tid] = b.new_slot(tid)
+        b.run_op(op_index, recompute)
+    if next_original != len(c.ops):
+        raise PlanError(f"schedule ends before op {c.ops[next_original].node.name}")
+    if fwd_instrs is None:
+        raise PlanError("graph has no backward ops")
+    bwd_out_slots = [b.resolve(c.tensor_of[n]) if n is not None else None
+                     for n in c.bwd_outputs]
+    bwd_instrs = b.instrs
+
+    tangent_slots = [b.current[t] for t in tangent_ids]
+    used_in_bwd = set(_slots_in([(i.args, i.kwargs) for i in bwd_instrs], []))
+    used_in_bwd.update(s for s in bwd_out_slots if s is not None)
+    saved = sorted(s for s in used_in_bwd if s < fwd_slot_limit)
+    forward = Program("forward", primal_slots, fwd_instrs, fwd_out_slots + saved)
+    backward = Program("backward", saved + tangent_slots, bwd_instrs, bwd_out_slots)
+    primal_set = set(primal_slots)
+    return Programs(
+        forward=forward, backward=backward,
+        saved_activation_ids=[b.slot_tensor[s] for s in saved if s not in primal_set],
+        saved_primal_ids=[b.slot_tensor[s] for s in saved if s in primal_set],
+        recompute_count=recompute_count)
+
+
+def program_from_graph_module(gm: fx.GraphModule, name: str = "graph") -> Program:
+    """An FX graph as a freeing boxed Program (for partitions made elsewhere,
+    e.g. functorch's min-cut), so they run and free exactly like ours."""
+    slots: Dict[fx.Node, int] = {}
+    inputs, instrs, outputs = [], [], []
+
+    def value(node):
+        if node.op == "get_attr":
+            return getattr(gm, node.target)
+        return _Slot(slots[node])
+
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            slots[node] = len(slots)
+            inputs.append(slots[node])
+        elif node.op == "get_attr":
+            continue
+        elif node.op == "call_function":
+            slots[node] = len(slots)
+            instrs.append(_Instr(node.target, _to_plain(fx.node.map_arg(node.args, value)),
+                                 _to_plain(fx.node.map_arg(node.kwargs, value)), slots[node]))
+        elif node.op == "output":
+            flat = torch.utils._pytree.tree_flatten(node.args[0])[0]
+            outputs = [slots[n] if isinstance(n, fx.Node) else None for n in flat]
+        else:
+            raise PlanError(f"unsupported FX node kind {node.op}")
+    return Program(name, inputs, instrs, outputs)

@@ -1,0 +1,170 @@
+"""Where a plan comes from: echod (the product), or a local rule (the plain
+schedule, a given stash set) for baselines and tests."""
+import dataclasses
+from typing import List, Optional, Sequence, Tuple
+
+from echo_torch import proto
+from echo_torch.client import PlannerClient
+from echo_torch.convert import ConvertedGraph
+from echo_torch.executor import PlanError
+
+_pl = proto.planner_pb2
+_g = proto.graph_pb2
+
+POLICIES = {
+    "AUTO": _pl.RECOMPUTE_POLICY_AUTO,
+    "NONE": _pl.RECOMPUTE_POLICY_NONE,
+    "ECHO": _pl.RECOMPUTE_POLICY_ECHO,
+    "CHEN_SQRT": _pl.RECOMPUTE_POLICY_CHEN_SQRT,
+    "OPTIMAL": _pl.RECOMPUTE_POLICY_OPTIMAL,
+}
+
+
+@dataclasses.dataclass
+class Plan:
+    schedule: List[Tuple[int, bool]]
+    source: str
+    # The server's answer, when the plan came from echod.
+    response: Optional["_pl.GenerateRecomputePlanResponse"] = None
+    stash_tensor_ids: Optional[List[str]] = None
+
+
+@dataclasses.dataclass
+class PlanRequestOptions:
+    policy: str = "AUTO"
+    memory_limit_bytes: Optional[int] = None
+    max_overhead_ratio: Optional[float] = None
+    device: Optional[str] = None  # DeviceSpec catalog name
+    allocator_rounding_bytes: int = 0
+    max_recompute_depth: int = 0
+    solver_time_limit_seconds: float = 0.0
+
+    def validate(self):
+        if self.policy.upper() not in POLICIES:
+            raise ValueError(f"unknown policy {self.policy!r}; one of {sorted(POLICIES)}")
+        if self.memory_limit_bytes is not None and self.max_overhead_ratio is not None:
+            raise ValueError("give memory_limit_bytes or max_overhead_ratio, not both")
+
+
+def plain_schedule(graph) -> List[Tuple[int, bool]]:
+    """Every op once, in graph order."""
+    return [(i, False) for i in range(len(graph.ops))]
+
+
+def schedule_from_stash(graph, stash_ids: Sequence[str]) -> List[Tuple[int, bool]]:
+    """The schedule that keeps `stash_ids` (and every input, and every output
+    of an op that may not be recomputed) from the forward, and recomputes any
+    other forward value a backward op reads right before that op, sources
+    first. Works on the echo.v1.Graph alone: used for plans made outside
+    echod and by test servers."""
+    producer = {t: i for i, op in enumerate(graph.ops) for t in op.output_ids}
+    forward = [op.phase in (_g.PHASE_FORWARD, _g.PHASE_UNSPECIFIED) for op in graph.ops]
+    first_backward = next((i for i, f in enumerate(forward) if not f), len(graph.ops))
+    keep = set(stash_ids)
+    schedule = [(i, False) for i in range(first_backward)]
+    live = set()  # forward values recomputed in the backward so far
+
+    def ensure(tid):
+        op_index = producer.get(tid)
+        if op_index is None or not forward[op_index] or tid in keep or tid in live:
+            return
+        op = graph.ops[op_index]
+        if op.HasField("recomputable") and not op.recomputable:
+            return
+        for source in op.input_ids:
+            ensure(source)
+        schedule.append((op_index, True))
+        live.update(op.output_ids)
+
+    for i in range(first_backward, len(graph.ops)):
+        for tid in graph.ops[i].input_ids:
+            ensure(tid)
+        schedule.append((i, False))
+    return schedule
+
+
+def stash_of_schedule(graph, schedule) -> List[str]:
+    """Forward-produced tensors whose forward instance some backward
+    execution reads: what the forward must save under `schedule`."""
+    producer = {t: i for i, op in enumerate(graph.ops) for t in op.output_ids}
+    forward = [op.phase in (_g.PHASE_FORWARD, _g.PHASE_UNSPECIFIED) for op in graph.ops]
+    recomputed, stash = set(), []
+    in_backward = False
+    for op_index, recompute in schedule:
+        in_backward = in_backward or not forward[op_index]
+        op = graph.ops[op_index]
+        if in_backward:
+            for tid in op.input_ids:
+                p = producer.get(tid)
+                if p is not None and forward[p] and tid not in recomputed and tid not in stash:
+                    stash.append(tid)
+        if recompute:
+            recomputed.update(op.output_ids)
+    return stash
+
+
+
+
+def plan_request(graph, options: PlanRequestOptions):
+    options.validate()
+    request = _pl.GenerateRecomputePlanRequest(
+        graph=graph, policy=POLICIES[options.policy.upper()],
+        max_recompute_depth=options.max_recompute_depth,
+        solver_time_limit_seconds=options.solver_time_limit_seconds)
+    request.allocator.rounding_bytes = options.allocator_rounding_bytes
+    if options.device:
+        request.device.name = options.device
+    if options.memory_limit_bytes is not None:
+        request.memory_limit_bytes = int(options.memory_limit_bytes)
+    if options.max_overhead_ratio is not None:
+        request.max_overhead_ratio = float(options.max_overhead_ratio)
+    return request
+
+
+def schedule_from_response(converted: ConvertedGraph, response) -> List[Tuple[int, bool]]:
+    schedule = []
+    for execution in response.schedule:
+        index = converted.op_index.get(execution.op_id)
+        if index is None:
+            raise PlanError(f"plan names unknown op {execution.op_id!r}")
+        schedule.append((index, execution.recompute))
+    return schedule
+
+
+class ServerPlanner:
+    """Asks echod's GenerateRecomputePlan."""
+
+    def __init__(self, client: PlannerClient, options: PlanRequestOptions):
+        self.client = client
+        self.options = options
+
+    def plan(self, converted: ConvertedGraph) -> Plan:
+        response = self.client.generate_recompute_plan(
+            plan_request(converted.graph, self.options))
+        if not response.schedule:
+            # An infeasible answer may carry no schedule: run as traced.
+            return Plan(plain_schedule(converted.graph), "echod:" + self.options.policy.upper()
+                        + ":no-schedule", response, [])
+        return Plan(schedule_from_response(converted, response),
+                    "echod:" + _pl.RecomputePolicy.Name(response.policy or
+                                                        POLICIES[self.options.policy.upper()]),
+                    response, list(response.stash_tensor_ids))
+
+
+class PlainPlanner:
+    """Every op once, in graph order: AOTAutograd's default partition."""
+
+    def plan(self, converted):
+        return Plan(plain_schedule(converted.graph), "plain")
+
+
+class StashSetPlanner:
+    """Stash the given tensors, recompute the rest before first backward use."""
+
+    def __init__(self, stash_ids: Sequence[str], source="stash-set"):
+        self.stash_ids = list(stash_ids)
+        self.source = source
+
+    def plan(self, converted):
+        return Plan(schedule_from_stash(converted.graph, self.stash_ids), self.source,
+                    stash_tensor_ids=self.stash_ids)

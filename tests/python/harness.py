@@ -1,0 +1,85 @@
+"""Runs one training step of a model several ways and measures each the
+same way (echo_torch.measure): eager PyTorch, AOTAutograd's plain partition,
+functorch's min-cut partition, and echo_torch with a planner."""
+import dataclasses
+import time
+from typing import List, Optional
+
+import torch
+
+import servers  # noqa: F401  (puts client/python on sys.path)
+from echo_torch import measure, optimize, peers, proto
+from echo_torch.planners import PlainPlanner
+
+
+@dataclasses.dataclass
+class StepResult:
+    loss: torch.Tensor
+    grads: List[Optional[torch.Tensor]]
+    peak_bytes: int  # measured: preexisting tensors + step peak
+    saved_bytes: int  # measured: activations autograd saved
+    seconds: float  # fastest of the timed steps (least disturbed by other load)
+    wrapped: object = None
+
+
+def preexisting(model, inputs):
+    return list(model.parameters()) + list(model.buffers()) + list(inputs)
+
+
+def run_step(model, wrapped, inputs, seed=0, timing_runs=0) -> StepResult:
+    """Warm-up step (captures and plans), then a measured step for loss,
+    grads and peak, then a forward for saved bytes. Same seed each time, so
+    dropout draws the same masks."""
+    params = list(model.parameters())
+    existing = preexisting(model, inputs)
+    base = measure.tensor_bytes(existing)
+
+    def step():
+        torch.manual_seed(seed)
+        loss = wrapped(*inputs)
+        loss.backward()
+        return loss.detach()
+
+    step()
+    model.zero_grad(set_to_none=True)
+    memory, loss = measure.measure_peak(step)
+    grads = [p.grad.clone() if p.grad is not None else None for p in params]
+    model.zero_grad(set_to_none=True)
+    torch.manual_seed(seed)
+    saved, out = measure.measure_saved(lambda: wrapped(*inputs), existing)
+    del out
+    times = []
+    for _ in range(timing_runs):
+        start = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - start)
+        model.zero_grad(set_to_none=True)
+    return StepResult(loss, grads, base + memory.peak_bytes, saved,
+                      min(times) if times else 0.0, wrapped)
+
+
+def eager(model, inputs, **kw):
+    return run_step(model, model, inputs, **kw)
+
+
+def aot_plain(model, inputs, **kw):
+    return run_step(model, optimize(model, planner=PlainPlanner(), on_error="raise"),
+                    inputs, **kw)
+
+
+def mincut(model, inputs, **kw):
+    return run_step(model, peers.mincut_module(model), inputs, **kw)
+
+
+def echo(model, inputs, address, policy, **kw):
+    wrapped = optimize(model, server=address, policy=policy, on_error="raise")
+    return run_step(model, wrapped, inputs, **kw)
+
+
+def estimate(client, graph):
+    return client.estimate_memory(proto.planner_pb2.EstimateMemoryRequest(graph=graph))
+
+
+def max_grad_diff(a: StepResult, b: StepResult) -> float:
+    return max(((x - y).abs().max().item() for x, y in zip(a.grads, b.grads)
+                if x is not None), default=0.0)

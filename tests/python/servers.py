@@ -1,0 +1,144 @@
+"""Servers for the Python tests: the real echod as a subprocess on a free
+port, and a fake MemoryPlanner (grpc.server on 127.0.0.1) that answers with
+plans built by a simple local rule, recording the requests it gets."""
+import concurrent.futures
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import grpc
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(REPO, "client", "python"))
+
+from echo_torch import proto  # noqa: E402
+from echo_torch.planners import schedule_from_stash, stash_of_schedule  # noqa: E402
+
+_g = proto.graph_pb2
+_pl = proto.planner_pb2
+
+# Classes the fake planner never recomputes (their outputs are stashed).
+HEAVY_CLASSES = {_g.OP_CLASS_GEMM, _g.OP_CLASS_CONV, _g.OP_CLASS_EMBEDDING,
+                 _g.OP_CLASS_RANDOM, _g.OP_CLASS_SOFTMAX,
+                 _g.OP_CLASS_REDUCTION, _g.OP_CLASS_OTHER}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _die_with_parent():
+    """Linux: SIGTERM the child when the test process dies (a ctest timeout
+    kills python without running its cleanup)."""
+    pr_set_pdeathsig = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+def echod_path():
+    """$ECHO_ECHOD (set by ctest), else build/bin/echod; None if not built."""
+    path = os.environ.get("ECHO_ECHOD") or os.path.join(REPO, "build", "bin", "echod")
+    return path if os.access(path, os.X_OK) else None
+
+
+class Echod:
+    """The real server on a free port; use as a context manager."""
+
+    def __init__(self):
+        self.path = echod_path()
+        self.process = None
+        self.address = None
+
+    def __enter__(self):
+        port = free_port()
+        self.address = f"127.0.0.1:{port}"
+        # A file, not a pipe: nobody drains a pipe while tests run.
+        self.log = tempfile.TemporaryFile()
+        self.process = subprocess.Popen(
+            [self.path, f"--grpc_address={self.address}", "--metrics_address=",
+             "--log_level=warn"], stdout=subprocess.DEVNULL, stderr=self.log,
+            preexec_fn=_die_with_parent)
+        channel = grpc.insecure_channel(self.address)
+        try:
+            grpc.channel_ready_future(channel).result(timeout=20)
+        except grpc.FutureTimeoutError:
+            self.process.kill()
+            self.log.seek(0)
+            raise RuntimeError(f"echod did not start: {self.log.read()!r}")
+        finally:
+            channel.close()
+        return self
+
+    def __exit__(self, *exc):
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+        self.log.close()
+
+
+def cheap_ops_plan(graph, policy=_pl.RECOMPUTE_POLICY_ECHO):
+    """Recompute every cheap forward op (element-wise, data movement) the
+    backward needs; stash the outputs of heavy ones."""
+    heavy = set()
+    for op in graph.ops:
+        if op.op_class in HEAVY_CLASSES:
+            heavy.update(op.output_ids)
+    schedule = schedule_from_stash(graph, heavy)
+    response = _pl.GenerateRecomputePlanResponse(feasible=True, policy=policy,
+                                                 message="fake planner: cheap ops recomputed")
+    for op_index, recompute in schedule:
+        response.schedule.add(op_id=graph.ops[op_index].id, recompute=recompute)
+    response.stash_tensor_ids.extend(stash_of_schedule(graph, schedule))
+    return response
+
+
+class FakePlanner(proto.planner_pb2_grpc.MemoryPlannerServicer):
+    def __init__(self, error=None):
+        self.requests = []
+        self.error = error  # (grpc.StatusCode, message) to fail with
+
+    def GenerateRecomputePlan(self, request, context):
+        self.requests.append(request)
+        if self.error is not None:
+            context.abort(*self.error)
+        return cheap_ops_plan(request.graph, request.policy)
+
+
+class FakeServer:
+    """FakePlanner on 127.0.0.1:<free port> or on a Unix socket path."""
+
+    def __init__(self, unix_path=None, error=None):
+        self.servicer = FakePlanner(error)
+        self.server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=2),
+                                  options=[("grpc.max_receive_message_length", 1 << 28)])
+        proto.planner_pb2_grpc.add_MemoryPlannerServicer_to_server(self.servicer, self.server)
+        if unix_path:
+            self.address = f"unix://{unix_path}"
+        else:
+            self.address = f"127.0.0.1:{free_port()}"
+        self.server.add_insecure_port(self.address)
+
+    def __enter__(self):
+        self.server.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.stop(grace=None)
+
+
+def wait_for(predicate, timeout=10.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False

@@ -1,0 +1,167 @@
+"""Plans applied to real modules: results, saved set, recompute placement."""
+import unittest
+
+import torch
+import torch.nn as nn
+
+import harness
+import servers
+from echo_torch import capture_graph, measure, optimize, report
+from echo_torch.executor import PlanError, build_programs
+from echo_torch.planners import (PlainPlanner, StashSetPlanner, plain_schedule,
+                                 schedule_from_stash, stash_of_schedule)
+from test_convert import TwoLayer
+
+
+class Mlp(nn.Module):
+    """Three blocks of linear -> gelu -> mul by sigmoid: lots of cheap ops
+    whose outputs the backward reads."""
+
+    def __init__(self, width=64, depth=3):
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(width, width) for _ in range(depth))
+
+    def forward(self, x):
+        for layer in self.layers:
+            h = layer(x)
+            x = torch.nn.functional.gelu(h) * torch.sigmoid(h)
+        return x.square().mean()
+
+
+def _heavy_stash(graph):
+    return servers.cheap_ops_plan(graph).stash_tensor_ids
+
+
+class PlanApplicationTest(unittest.TestCase):
+    def setUp(self):
+        torch.manual_seed(0)
+        self.model = Mlp()
+        self.inputs = (torch.randn(32, 64),)
+
+    def test_plain_plan_saves_what_autograd_saves(self):
+        eager = harness.eager(self.model, self.inputs)
+        plain = harness.aot_plain(self.model, self.inputs)
+        self.assertEqual(plain.loss.item(), eager.loss.item())
+        self.assertEqual(harness.max_grad_diff(plain, eager), 0.0)
+        self.assertEqual(plain.saved_bytes, eager.saved_bytes)
+        self.assertEqual(plain.saved_bytes, plain.wrapped.converted.stash_candidate_bytes())
+
+    def test_recompute_plan_matches_eager_and_saves_less(self):
+        graph = capture_graph(self.model, *self.inputs).graph
+        stash = _heavy_stash(graph)
+        wrapped = optimize(self.model, planner=StashSetPlanner(stash), on_error="raise")
+        eager = harness.eager(self.model, self.inputs)
+        planned = harness.run_step(self.model, wrapped, self.inputs)
+        torch.testing.assert_close(planned.loss, eager.loss, rtol=0, atol=1e-7)
+        self.assertLess(harness.max_grad_diff(planned, eager), 1e-6)
+        rep = report(wrapped)
+        # The forward saves exactly the planned stash set: the three GEMM
+        # outputs (gelu and sigmoid recomputed from them), [32, 64] floats each.
+        self.assertEqual(sorted(wrapped.programs.saved_activation_ids), ["addmm", "addmm_1",
+                                                                         "addmm_2"])
+        self.assertEqual(planned.saved_bytes, 3 * 32 * 64 * 4)
+        self.assertEqual(planned.saved_bytes, rep.planned_saved_bytes)
+        self.assertLess(rep.planned_saved_bytes, rep.default_saved_bytes)
+        self.assertEqual(rep.stash_mismatch, [])
+        self.assertGreater(rep.recompute_executions, 0)
+
+    def test_recomputations_run_right_before_first_use(self):
+        converted = capture_graph(self.model, *self.inputs)
+        graph = converted.graph
+        schedule = schedule_from_stash(graph, _heavy_stash(graph))
+        programs = build_programs(converted, schedule)
+        # The backward program runs the schedule's backward part in order
+        # (views are derived on first read, so they are skipped here).
+        split = schedule.index((converted.first_backward_op, False))
+        expected = [graph.ops[i].op_type for i, _ in schedule[split:]
+                    if not converted.ops[i].is_view]
+        ran = [f"aten::{t._schema.name.split('::')[1]}" for t in
+               (instr.target for instr in programs.backward.instrs)
+               if hasattr(t, "_schema") and not _is_view_target(t)]
+        self.assertEqual(ran, expected)
+        # Recomputations are spread over the backward, not bunched at its
+        # start: the last layer's recompute comes first, the first layer's
+        # after the last layer's gradient GEMMs.
+        positions = [k for k, (i, rec) in enumerate(schedule[split:]) if rec]
+        originals = [k for k, (i, rec) in enumerate(schedule[split:]) if not rec]
+        self.assertLess(min(originals), max(positions))
+        # The schedule's stash (by replay) is what the forward program saves.
+        self.assertEqual(sorted(stash_of_schedule(graph, schedule)),
+                         sorted(programs.saved_activation_ids))
+
+    def test_invalid_schedules_are_rejected(self):
+        converted = capture_graph(self.model, *self.inputs)
+        plain = plain_schedule(converted.graph)
+        with self.assertRaisesRegex(PlanError, "out of graph order"):
+            build_programs(converted, [plain[1], plain[0]] + plain[2:])
+        with self.assertRaisesRegex(PlanError, "recomputed before it ran"):
+            build_programs(converted, [(3, True)] + plain)
+        with self.assertRaisesRegex(PlanError, "schedule ends before"):
+            build_programs(converted, plain[:-1])
+
+    def test_dropout_masks_are_never_recomputed(self):
+        torch.manual_seed(0)
+        model = TwoLayer(dropout=0.5)
+        inputs = (torch.randn(16, 8),)
+        # Ask for nothing to be stashed: the random op is kept anyway.
+        wrapped = optimize(model, planner=StashSetPlanner([]), on_error="raise")
+        eager = harness.eager(model, inputs, seed=3)
+        planned = harness.run_step(model, wrapped, inputs, seed=3)
+        self.assertEqual(planned.loss.item(), eager.loss.item())
+        self.assertLess(harness.max_grad_diff(planned, eager), 1e-6)
+        self.assertEqual(wrapped.programs.saved_activation_ids, ["bernoulli_"])
+
+
+def _is_view_target(target):
+    from echo_torch import ops
+    views, written = ops.aliasing(target)
+    return bool(views) and all(views) and not written
+
+
+class BatchNormTest(unittest.TestCase):
+    def test_running_stats_follow_eager_with_recomputed_batch_norm(self):
+        torch.manual_seed(0)
+        make = lambda: nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.ReLU(),  # noqa
+                                     nn.Conv2d(8, 4, 3), nn.BatchNorm2d(4), nn.ReLU(),
+                                     nn.Flatten(), nn.Linear(4 * 4 * 4, 2))
+        ref, model = make(), make()
+        model.load_state_dict(ref.state_dict())
+        x = torch.randn(4, 3, 8, 8)
+        graph = capture_graph(model, x).graph
+        # Stash only convolution outputs: batch norms and relus recompute.
+        stash = [t for op in graph.ops if op.op_type == "aten::convolution"
+                 for t in op.output_ids]
+        wrapped = optimize(model, planner=StashSetPlanner(stash), on_error="raise")
+        for _ in range(2):
+            ref(x).sum().backward()
+            wrapped(x).sum().backward()
+        recomputed = report(wrapped).recomputed_op_types
+        self.assertEqual(recomputed.get("aten::native_batch_norm"), 2)
+        for (name, a), b in zip(ref.state_dict().items(), model.state_dict().values()):
+            torch.testing.assert_close(b, a, msg=name)
+        for a, b in zip(ref.parameters(), model.parameters()):
+            torch.testing.assert_close(b.grad, a.grad)
+
+
+class SignatureTest(unittest.TestCase):
+    def test_new_shapes_are_captured_again_and_no_grad_runs_eagerly(self):
+        torch.manual_seed(0)
+        model = Mlp(width=16, depth=1)
+        wrapped = optimize(model, planner=PlainPlanner(), on_error="raise")
+        for batch in (4, 7, 4):
+            x = torch.randn(batch, 16)
+            torch.testing.assert_close(wrapped(x), model(x))
+        self.assertEqual(len(wrapped.reports()), 2)
+        with torch.no_grad():
+            self.assertEqual(wrapped(torch.randn(5, 16)).shape, ())
+        self.assertEqual(len(wrapped.reports()), 2)
+
+    def test_measured_saved_bytes_ignore_parameters(self):
+        model = nn.Linear(8, 8)
+        x = torch.randn(2, 8)
+        saved, _ = measure.measure_saved(lambda: model(x).sum(), [model.weight, model.bias, x])
+        self.assertEqual(saved, 0)  # addmm saves only its inputs
+
+
+if __name__ == "__main__":
+    unittest.main()
