@@ -1,0 +1,107 @@
+#include "planner/recompute/auto_recompute.h"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+#include "planner/recompute/remat_search.h"
+#include "planner/recompute/remat_state.h"
+
+namespace echo::planner {
+namespace {
+
+// Assigns `plan` without its most expensive ops, so that its cost fits
+// `budget`: keeps the cheapest ops whose clone costs add up to the budget,
+// then drops more one by one if chains made it dearer.
+void AssignWithinBudget(const RematProblem& problem, const RematPlan& plan,
+                        double budget, RematState& state) {
+  state.Assign(plan);
+  if (state.cost() <= budget) return;
+  std::vector<OpIndex> ops;
+  for (OpIndex o = 0; o < problem.num_ops(); ++o) {
+    if (state.Contains(o) && !state.clone_points(o).empty()) ops.push_back(o);
+  }
+  std::stable_sort(ops.begin(), ops.end(), [&](OpIndex a, OpIndex b) {
+    return problem.op_costs[a] * state.clone_points(a).size() <
+           problem.op_costs[b] * state.clone_points(b).size();
+  });
+  RematPlan kept{RematSet(problem.num_ops(), 0), plan.splits};
+  double cost = 0;
+  for (OpIndex op : ops) {
+    const double op_cost = problem.op_costs[op] * state.clone_points(op).size();
+    if (cost + op_cost > budget) break;
+    cost += op_cost;
+    kept.remat[op] = 1;
+  }
+  state.Assign(kept);
+  for (auto it = ops.rbegin(); it != ops.rend() && state.cost() > budget;
+       ++it) {
+    state.Set(*it, false);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<RematPlan>> AutoRecompute::Run(
+    const RematProblem& problem) {
+  report_ = Report{};
+  RematSearch search(problem, options_.max_depth);
+  RematState& state = search.state();
+  report_.baseline_peak_bytes = state.Peak();
+  std::vector<RematPlan> candidates;
+  std::vector<RematPlan> starts = {
+      RematPlan{RematSet(problem.num_ops(), 0), {}}};
+  for (const RematPlan& seed : options_.seeds) {
+    candidates.push_back(seed);  // as they are: the caller replays them
+    starts.push_back(seed);
+  }
+  // Re-insertion trials: a bounded number on graphs small enough for the
+  // exact greedy; with effort 2, on every graph and every op.
+  int32_t local_trials = 0;
+  if (options_.effort >= 2) {
+    local_trials = 1 << 30;
+  } else if (options_.effort == 1 && !search.batch()) {
+    local_trials = 64;
+  }
+
+  if (options_.memory_limit_bytes.has_value()) {
+    SearchGoal goal;
+    goal.limit = *options_.memory_limit_bytes;
+    for (const RematPlan& start : starts) {
+      state.Assign(start);
+      if (search.Greedy(goal)) {
+        search.Cleanup(goal.limit);
+        search.LocalSearch(goal.limit, local_trials);
+      }
+      candidates.push_back(state.plan());
+    }
+  } else {
+    SearchGoal goal;
+    goal.limit_mode = false;
+    goal.budget = options_.max_overhead_ratio * problem.baseline_cost;
+    for (const RematPlan& start : starts) {
+      AssignWithinBudget(problem, start, goal.budget, state);
+      // Descent: greedy within the budget back to its lowest peak, clean up
+      // at that peak to free budget, and go again while the peak improves.
+      int64_t peak = state.Peak();
+      for (int round = 0; round < 8; ++round) {
+        search.Greedy(goal);
+        search.RewindToBest();
+        search.Cleanup(search.best_peak());
+        if (round > 0 && search.best_peak() >= peak) break;
+        peak = search.best_peak();
+      }
+      candidates.push_back(state.plan());
+    }
+  }
+  report_.candidates = static_cast<int32_t>(candidates.size());
+  report_.scans = search.stats().scans;
+  report_.greedy_moves = search.stats().greedy_moves;
+  report_.evaluations = search.stats().evaluations;
+  report_.local_search_improvements = search.stats().local_search_improvements;
+  report_.best_peak_bytes = state.Peak();
+  report_.best_cost = state.cost();
+  return candidates;
+}
+
+}  // namespace echo::planner

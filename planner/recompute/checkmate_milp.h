@@ -1,0 +1,54 @@
+// OPTIMAL: the Checkmate MILP (Jain et al., MLSys 2020, design.md section 3)
+// solved with CBC. Stage t runs original op t, preceded by any recomputed
+// ops; binaries R[t,i] (op i runs in stage t), S[t,x] (tensor x is held at the
+// start of stage t) and FREE[t,x,k] (x is freed after op k of stage t);
+// continuous U[t,k] (memory while op k of stage t runs); minimize the total
+// cost of the recomputations subject to U + workspace <= the memory limit.
+// Its memory accounting is ours (design.md section 4): outputs allocated
+// before an op runs, inputs freed after their last reader, persistent tensors
+// and graph outputs never freed, graph inputs present from the start, so the
+// converted schedule replays to at most the MILP's memory.
+#ifndef ECHO_PLANNER_RECOMPUTE_CHECKMATE_MILP_H_
+#define ECHO_PLANNER_RECOMPUTE_CHECKMATE_MILP_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "planner/memory_simulator.h"
+#include "planner/recompute/remat_problem.h"
+
+namespace echo::planner {
+
+class OptimalRecompute {
+ public:
+  struct Options {
+    int64_t memory_limit_bytes = 0;
+    double time_limit_seconds = 60;
+    int64_t max_nonzeros = 250000;
+    // A known valid schedule under the limit, given to CBC as a start.
+    Schedule warm_start;
+  };
+  struct Result {
+    // Empty when no solution was found.
+    Schedule schedule;
+    // "optimal" | "time_limit_feasible" | "time_limit_no_solution" |
+    // "infeasible".
+    std::string status;
+    double objective_cost = 0;
+    double bound_cost = 0;
+    int32_t variables = 0;
+    int32_t constraints = 0;
+    int64_t nonzeros = 0;
+  };
+
+  explicit OptimalRecompute(Options options) : options_(std::move(options)) {}
+  absl::StatusOr<Result> Run(const RematProblem& problem);
+
+ private:
+  Options options_;
+};
+
+}  // namespace echo::planner
+
+#endif  // ECHO_PLANNER_RECOMPUTE_CHECKMATE_MILP_H_

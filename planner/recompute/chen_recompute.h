@@ -1,0 +1,47 @@
+// sqrt(n) segment checkpointing (Chen et al. 2016, "Training Deep Nets with
+// Sublinear Memory Cost"), as a baseline: over the forward ops in graph
+// order, keep the output of about every sqrt(n)-th articulation point (an op
+// whose output is the only activation crossing the cut after it) and
+// recompute every other recomputable forward op, one segment at a time in
+// the backward pass (remat_problem.h places a segment's clones together,
+// before the first backward op that needs them). Graphs with too few
+// articulation points (long skips, recurrent state) fall back to cuts every
+// sqrt(n) forward ops, keeping every activation that crosses them.
+#ifndef ECHO_PLANNER_RECOMPUTE_CHEN_RECOMPUTE_H_
+#define ECHO_PLANNER_RECOMPUTE_CHEN_RECOMPUTE_H_
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "planner/recompute/remat_problem.h"
+
+namespace echo::planner {
+
+class ChenSqrtRecompute {
+ public:
+  struct Options {
+    // Forward ops per segment; 0: round(sqrt(number of forward ops)).
+    int32_t segment_ops = 0;
+  };
+  struct Report {
+    int32_t forward_ops = 0;
+    int32_t articulation_points = 0;
+    int32_t segment_ops = 0;
+    int32_t checkpoints = 0;
+    bool used_articulation_points = true;
+    int32_t recomputed_ops = 0;
+  };
+
+  ChenSqrtRecompute() = default;
+  explicit ChenSqrtRecompute(Options options) : options_(options) {}
+  absl::StatusOr<RematSet> Run(const RematProblem& problem);
+  const Report& report() const { return report_; }
+
+ private:
+  Options options_;
+  Report report_;
+};
+
+}  // namespace echo::planner
+
+#endif  // ECHO_PLANNER_RECOMPUTE_CHEN_RECOMPUTE_H_

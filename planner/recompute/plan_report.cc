@@ -1,0 +1,268 @@
+#include "planner/recompute/plan_report.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace echo::planner {
+namespace {
+
+constexpr int32_t kNone = -1;
+
+// Groups consecutive recompute executions into regions: runs of clones,
+// split into data-connected components.
+std::vector<std::vector<int32_t>> RegionSteps(const Graph& graph,
+                                              const Schedule& schedule) {
+  std::vector<std::vector<int32_t>> regions;
+  std::vector<int32_t> producer_step(graph.num_tensors(), kNone);
+  const int32_t num_steps = static_cast<int32_t>(schedule.size());
+  for (int32_t begin = 0; begin < num_steps;) {
+    if (!schedule[begin].recompute) {
+      for (TensorIndex t : graph.op(schedule[begin].op).outputs) {
+        producer_step[t] = begin;
+      }
+      ++begin;
+      continue;
+    }
+    int32_t end = begin;
+    while (end < num_steps && schedule[end].recompute) ++end;
+    // Union-find over the run.
+    std::vector<int32_t> parent(end - begin);
+    std::iota(parent.begin(), parent.end(), 0);
+    auto find = [&parent](int32_t x) {
+      while (parent[x] != x) x = parent[x] = parent[parent[x]];
+      return x;
+    };
+    for (int32_t step = begin; step < end; ++step) {
+      for (TensorIndex t : graph.op(schedule[step].op).inputs) {
+        if (producer_step[t] >= begin) {
+          parent[find(step - begin)] = find(producer_step[t] - begin);
+        }
+      }
+      for (TensorIndex t : graph.op(schedule[step].op).outputs) {
+        producer_step[t] = step;
+      }
+    }
+    std::vector<int32_t> region_of_root(end - begin, kNone);
+    for (int32_t step = begin; step < end; ++step) {
+      const int32_t root = find(step - begin);
+      if (region_of_root[root] == kNone) {
+        region_of_root[root] = static_cast<int32_t>(regions.size());
+        regions.emplace_back();
+      }
+      regions[region_of_root[root]].push_back(step);
+    }
+    begin = end;
+  }
+  return regions;
+}
+
+std::string NameList(const Graph& graph, const std::vector<int32_t>& items,
+                     bool ops) {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < items.size() && i < 3; ++i) {
+    names.push_back(ops ? graph.op(items[i]).id : graph.tensor(items[i]).id);
+  }
+  std::string list = absl::StrCat("'", absl::StrJoin(names, "', '"), "'");
+  if (items.size() > 3)
+    absl::StrAppend(&list, " and ", items.size() - 3, " more");
+  return list;
+}
+
+}  // namespace
+
+std::string HumanBytes(int64_t bytes) {
+  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (std::abs(value) >= 1024 && unit < 4) {
+    value /= 1024;
+    ++unit;
+  }
+  return unit == 0 ? absl::StrCat(bytes, " B")
+                   : absl::StrFormat("%.2f %s", value, kUnits[unit]);
+}
+
+absl::StatusOr<RecomputePlan> BuildPlanFromSchedule(
+    const Graph& graph, const std::vector<double>& op_costs,
+    const MemoryModelOptions& memory, int64_t baseline_peak_bytes,
+    Schedule schedule) {
+  absl::StatusOr<SimulationResult> replay =
+      ReplaySchedule(graph, schedule, memory);
+  if (!replay.ok()) return replay.status();
+  RecomputePlan plan;
+  plan.baseline_peak_bytes = baseline_peak_bytes;
+  plan.planned_peak_bytes = replay->peak_bytes;
+  for (OpIndex o = 0; o < graph.num_ops(); ++o) {
+    plan.baseline_compute_cost += op_costs[o];
+  }
+  for (const Execution& e : schedule) {
+    if (e.recompute) plan.recompute_cost += op_costs[e.op];
+  }
+  plan.recompute_overhead_ratio =
+      plan.baseline_compute_cost > 0
+          ? plan.recompute_cost / plan.baseline_compute_cost
+          : 0;
+
+  // Stash: forward-produced activations whose original instance is read at
+  // or after the first non-forward original op.
+  const int32_t num_steps = static_cast<int32_t>(schedule.size());
+  int32_t backward_start = num_steps;
+  for (int32_t step = 0; step < num_steps; ++step) {
+    if (!schedule[step].recompute &&
+        graph.op(schedule[step].op).phase != Phase::kForward) {
+      backward_start = step;
+      break;
+    }
+  }
+  std::vector<int32_t> original_last_read(graph.num_tensors(), kNone);
+  std::vector<uint8_t> original_current(graph.num_tensors(), 0);
+  std::vector<std::vector<int32_t>> clone_steps(graph.num_tensors());
+  for (int32_t step = 0; step < num_steps; ++step) {
+    const Execution& e = schedule[step];
+    for (TensorIndex t : graph.op(e.op).inputs) {
+      if (original_current[t]) original_last_read[t] = step;
+    }
+    for (TensorIndex t : graph.op(e.op).outputs) {
+      original_current[t] = !e.recompute;
+      if (e.recompute) clone_steps[t].push_back(step);
+    }
+  }
+  std::vector<uint8_t> stashed(graph.num_tensors(), 0);
+  for (TensorIndex t = 0; t < graph.num_tensors(); ++t) {
+    const Tensor& tensor = graph.tensor(t);
+    if (tensor.producer == kNoOp || IsPersistentRole(tensor.role) ||
+        graph.op(tensor.producer).phase != Phase::kForward) {
+      continue;
+    }
+    if (original_last_read[t] >= backward_start) {
+      stashed[t] = 1;
+      plan.stash.push_back(t);
+    }
+  }
+
+  std::vector<uint8_t> live_at_peak(graph.num_tensors(), 0);
+  for (const LiveInstance& live : replay->live_at_peak) {
+    live_at_peak[live.tensor] = 1;
+  }
+  const int32_t peak_step = replay->peak_step;
+  std::vector<int32_t> step_of_original(graph.num_ops(), 0);
+  for (int32_t step = 0; step < num_steps; ++step) {
+    if (!schedule[step].recompute) step_of_original[schedule[step].op] = step;
+  }
+
+  for (const std::vector<int32_t>& steps : RegionSteps(graph, schedule)) {
+    RecomputeRegionReport region;
+    std::vector<uint8_t> made_here(graph.num_tensors(), 0);
+    std::vector<uint8_t> listed(graph.num_tensors(), 0);
+    for (int32_t step : steps) {
+      const Op& op = graph.op(schedule[step].op);
+      region.ops.push_back(schedule[step].op);
+      region.recompute_cost += op_costs[schedule[step].op];
+      for (TensorIndex t : op.inputs) {
+        if (made_here[t] || listed[t] ||
+            IsPersistentRole(graph.tensor(t).role)) {
+          continue;
+        }
+        listed[t] = 1;
+        region.source_tensors.push_back(t);
+      }
+      for (TensorIndex t : op.outputs) {
+        made_here[t] = 1;
+        if (!IsStashCandidate(graph, t) || stashed[t]) continue;
+        region.freed_tensors.push_back(t);
+        // Saved at the peak: the tensor has no instance there, its original
+        // was made before it, and this clone is the next instance after it.
+        const int32_t created = step_of_original[graph.tensor(t).producer];
+        const std::vector<int32_t>& clones = clone_steps[t];
+        const auto next =
+            std::upper_bound(clones.begin(), clones.end(), peak_step);
+        if (!live_at_peak[t] && created <= peak_step && next != clones.end() &&
+            *next == step) {
+          region.bytes_saved_at_peak +=
+              AllocatedBytes(graph.tensor(t).size_bytes, memory);
+        }
+      }
+    }
+    const int32_t before_step = steps.back() + 1;
+    std::string before = "the end";
+    for (int32_t step = before_step; step < num_steps; ++step) {
+      if (!schedule[step].recompute) {
+        before = absl::StrCat("op '", graph.op(schedule[step].op).id, "'");
+        break;
+      }
+    }
+    region.explanation = absl::StrFormat(
+        "re-runs %d op(s) (%s) before %s from %d stashed tensor(s)%s, cost "
+        "%.6g; frees %d stashed tensor(s)%s, %s at the peak",
+        region.ops.size(), NameList(graph, region.ops, true), before,
+        region.source_tensors.size(),
+        region.source_tensors.empty()
+            ? ""
+            : absl::StrCat(" (", NameList(graph, region.source_tensors, false),
+                           ")"),
+        region.recompute_cost, region.freed_tensors.size(),
+        region.freed_tensors.empty()
+            ? ""
+            : absl::StrCat(" (", NameList(graph, region.freed_tensors, false),
+                           ")"),
+        HumanBytes(region.bytes_saved_at_peak));
+    plan.regions.push_back(std::move(region));
+  }
+  plan.schedule = std::move(schedule);
+  return plan;
+}
+
+int64_t PeakLowerBound(const Graph& graph, const MemoryModelOptions& memory) {
+  const int32_t n = graph.num_ops();
+  if (n == 0) return 0;
+  int64_t persistent = 0;
+  // Bytes that must be live at each op: non-recomputable tensors between
+  // their creation and their last reader, graph outputs after creation.
+  std::vector<int64_t> delta(n + 1, 0);
+  std::vector<uint8_t> counted(graph.num_tensors(), 0);
+  for (TensorIndex t = 0; t < graph.num_tensors(); ++t) {
+    const Tensor& tensor = graph.tensor(t);
+    const int64_t bytes = AllocatedBytes(tensor.size_bytes, memory);
+    const OpIndex producer = tensor.producer;
+    const OpIndex start = producer == kNoOp ? 0 : producer;
+    if (IsPersistentRole(tensor.role) && producer == kNoOp) {
+      persistent += bytes;
+      counted[t] = 1;
+      continue;
+    }
+    if (IsPersistentRole(tensor.role) || tensor.is_output) {
+      delta[start] += bytes;
+      counted[t] = 1;
+      continue;
+    }
+    const bool fixed = producer == kNoOp || !graph.op(producer).recomputable;
+    if (fixed && !tensor.readers.empty()) {
+      delta[start] += bytes;
+      delta[tensor.readers.back() + 1] -= bytes;
+      counted[t] = 1;
+    }
+  }
+  int64_t bound = 0;
+  int64_t must_live = 0;
+  for (OpIndex o = 0; o < n; ++o) {
+    must_live += delta[o];
+    const Op& op = graph.op(o);
+    int64_t at_op = persistent + must_live + op.workspace_bytes;
+    for (TensorIndex t : graph.DistinctInputs(o)) {
+      if (!counted[t])
+        at_op += AllocatedBytes(graph.tensor(t).size_bytes, memory);
+    }
+    for (TensorIndex t : op.outputs) {
+      if (!counted[t])
+        at_op += AllocatedBytes(graph.tensor(t).size_bytes, memory);
+    }
+    bound = std::max(bound, at_op);
+  }
+  return bound;
+}
+
+}  // namespace echo::planner

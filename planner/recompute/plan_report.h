@@ -1,0 +1,38 @@
+// Turns a schedule into a RecomputePlan whose numbers are the replay's:
+// peak, costs, stash, recompute regions and their explanations; and the peak
+// lower bound that no valid schedule can beat.
+#ifndef ECHO_PLANNER_RECOMPUTE_PLAN_REPORT_H_
+#define ECHO_PLANNER_RECOMPUTE_PLAN_REPORT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "planner/graph.h"
+#include "planner/memory_simulator.h"
+#include "planner/recompute/recompute_planner.h"
+
+namespace echo::planner {
+
+// Replays `schedule` (an error if it is invalid) and fills schedule, stash,
+// regions, baseline/planned peaks and costs. Leaves feasible, solver fields,
+// lower bound and message to the caller.
+absl::StatusOr<RecomputePlan> BuildPlanFromSchedule(
+    const Graph& graph, const std::vector<double>& op_costs,
+    const MemoryModelOptions& memory, int64_t baseline_peak_bytes,
+    Schedule schedule);
+
+// A peak no valid schedule can beat: the max over ops of what must be live
+// while it runs: persistent graph inputs; persistent tensors and graph
+// outputs made before it; its distinct inputs, outputs and workspace; every
+// tensor that can never be recomputed (graph inputs, outputs of ops that may
+// not re-run) between its creation and its last reader.
+int64_t PeakLowerBound(const Graph& graph, const MemoryModelOptions& memory);
+
+// "1.23 GiB", "512 B".
+std::string HumanBytes(int64_t bytes);
+
+}  // namespace echo::planner
+
+#endif  // ECHO_PLANNER_RECOMPUTE_PLAN_REPORT_H_

@@ -1,0 +1,156 @@
+#include "planner/recompute/remat_problem.h"
+
+#include <algorithm>
+
+#include "planner/recompute/recompute_planner.h"
+
+namespace echo::planner {
+
+RematProblem::RematProblem(const Graph& graph,
+                           const std::vector<double>& op_costs,
+                           const MemoryModelOptions& memory)
+    : graph(graph), op_costs(op_costs), memory(memory) {
+  tensor_bytes.resize(graph.num_tensors());
+  split_reader.resize(graph.num_tensors());
+  for (TensorIndex t = 0; t < graph.num_tensors(); ++t) {
+    const Tensor& tensor = graph.tensor(t);
+    tensor_bytes[t] = AllocatedBytes(tensor.size_bytes, memory);
+    int32_t split = 0;
+    while (split < static_cast<int32_t>(tensor.readers.size()) &&
+           graph.op(tensor.readers[split]).phase == Phase::kForward) {
+      ++split;
+    }
+    split_reader[t] = split;
+  }
+  can_clone.assign(graph.num_ops(), 0);
+  eligible.assign(graph.num_ops(), 0);
+  for (OpIndex o = 0; o < graph.num_ops(); ++o) {
+    const Op& op = graph.op(o);
+    baseline_cost += op_costs[o];
+    bool clonable = op.recomputable && !op.outputs.empty();
+    for (TensorIndex t : op.outputs) {
+      const Tensor& tensor = graph.tensor(t);
+      if (IsPersistentRole(tensor.role) || tensor.is_output) clonable = false;
+    }
+    can_clone[o] = clonable;
+    auto hint = op.attributes.find(kRecomputeHintAttribute);
+    const bool hinted_stash =
+        hint != op.attributes.end() && hint->second == "stash";
+    eligible[o] = clonable && op.phase == Phase::kForward && !hinted_stash;
+  }
+}
+
+std::vector<OpIndex> NeedPoints(const RematProblem& problem,
+                                const std::vector<std::vector<OpIndex>>& points,
+                                OpIndex op) {
+  const Graph& graph = problem.graph;
+  std::vector<OpIndex> needs;
+  for (TensorIndex t : graph.op(op).outputs) {
+    const std::vector<OpIndex>& readers = graph.tensor(t).readers;
+    needs.insert(needs.end(), readers.begin() + problem.split_reader[t],
+                 readers.end());
+    for (OpIndex r : readers) {
+      needs.insert(needs.end(), points[r].begin(), points[r].end());
+    }
+  }
+  std::sort(needs.begin(), needs.end());
+  needs.erase(std::unique(needs.begin(), needs.end()), needs.end());
+  return needs;
+}
+
+std::vector<OpIndex> ClonePointsFromNeeds(const std::vector<OpIndex>& needs,
+                                          const std::vector<OpIndex>* splits,
+                                          bool in_set) {
+  std::vector<OpIndex> points;
+  if (needs.empty()) return points;
+  if (in_set) points.push_back(needs.front());
+  if (splits == nullptr) return points;
+  for (OpIndex b : *splits) {
+    if ((!in_set || b > needs.front()) &&
+        std::binary_search(needs.begin(), needs.end(), b)) {
+      points.push_back(b);
+    }
+  }
+  return points;
+}
+
+std::vector<std::vector<OpIndex>> ClonePoints(const RematProblem& problem,
+                                              const RematPlan& plan) {
+  const Graph& graph = problem.graph;
+  std::vector<std::vector<OpIndex>> points(graph.num_ops());
+  // Readers come after producers: decide readers first.
+  for (OpIndex q = graph.num_ops() - 1; q >= 0; --q) {
+    const std::vector<OpIndex>* splits =
+        plan.splits.empty() || plan.splits[q].empty() ? nullptr
+                                                      : &plan.splits[q];
+    if (!problem.can_clone[q] || (!plan.remat[q] && splits == nullptr)) {
+      continue;
+    }
+    points[q] = ClonePointsFromNeeds(NeedPoints(problem, points, q), splits,
+                                     plan.remat[q] != 0);
+  }
+  return points;
+}
+
+Schedule ScheduleFromRematPlan(const RematProblem& problem,
+                               const RematPlan& plan) {
+  const Graph& graph = problem.graph;
+  const std::vector<std::vector<OpIndex>> points = ClonePoints(problem, plan);
+  // Clones grouped by the op they precede; q ascending keeps graph order.
+  std::vector<int32_t> count(graph.num_ops() + 1, 0);
+  for (OpIndex q = 0; q < graph.num_ops(); ++q) {
+    for (OpIndex b : points[q]) ++count[b + 1];
+  }
+  for (OpIndex o = 0; o < graph.num_ops(); ++o) count[o + 1] += count[o];
+  std::vector<OpIndex> clones(count[graph.num_ops()]);
+  std::vector<int32_t> fill(count.begin(), count.end() - 1);
+  for (OpIndex q = 0; q < graph.num_ops(); ++q) {
+    for (OpIndex b : points[q]) clones[fill[b]++] = q;
+  }
+  Schedule schedule;
+  schedule.reserve(graph.num_ops() + clones.size());
+  for (OpIndex o = 0; o < graph.num_ops(); ++o) {
+    for (int32_t i = count[o]; i < count[o + 1]; ++i) {
+      schedule.push_back({clones[i], true});
+    }
+    schedule.push_back({o, false});
+  }
+  return schedule;
+}
+
+int32_t RematChainDepth(const RematProblem& problem, const RematPlan& plan) {
+  const Graph& graph = problem.graph;
+  const std::vector<std::vector<OpIndex>> points = ClonePoints(problem, plan);
+  std::vector<int32_t> depth(graph.num_ops(), 0);
+  int32_t deepest = 0;
+  for (OpIndex q = 0; q < graph.num_ops(); ++q) {
+    if (points[q].empty()) continue;
+    int32_t d = 0;
+    for (TensorIndex t : graph.op(q).inputs) {
+      const OpIndex p = graph.tensor(t).producer;
+      if (p != kNoOp) d = std::max(d, depth[p]);
+    }
+    depth[q] = d + 1;
+    deepest = std::max(deepest, depth[q]);
+  }
+  return deepest;
+}
+
+double RematCost(const RematProblem& problem, const RematPlan& plan) {
+  const std::vector<std::vector<OpIndex>> points = ClonePoints(problem, plan);
+  double cost = 0;
+  for (OpIndex q = 0; q < problem.num_ops(); ++q) {
+    cost += problem.op_costs[q] * static_cast<double>(points[q].size());
+  }
+  return cost;
+}
+
+RematSet RematSetOfSchedule(const Graph& graph, const Schedule& schedule) {
+  RematSet remat(graph.num_ops(), 0);
+  for (const Execution& e : schedule) {
+    if (e.recompute) remat[e.op] = 1;
+  }
+  return remat;
+}
+
+}  // namespace echo::planner

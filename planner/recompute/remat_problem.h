@@ -1,0 +1,96 @@
+// The recompute problem as the heuristic policies (ECHO, CHEN_SQRT, AUTO) see
+// it, and the plans they produce: a *remat plan*, the ops whose outputs are
+// not stashed but recomputed, and where they run again.
+//
+// Placement rule: a recomputed op runs once more, right before the first op
+// that needs its outputs again in the backward pass: the first non-forward
+// reader of an output, or an earlier clone that reads an output (so a chain
+// of recomputed ops runs together, in graph order, before the first backward
+// op that needs its end). Readers before the clone use the original
+// instance, which then dies after its last forward reader; readers from the
+// clone on use the clone. Splits (see RematPlan) add later clones, each
+// serving the uses up to the next one.
+#ifndef ECHO_PLANNER_RECOMPUTE_REMAT_PROBLEM_H_
+#define ECHO_PLANNER_RECOMPUTE_REMAT_PROBLEM_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "planner/graph.h"
+#include "planner/memory_simulator.h"
+
+namespace echo::planner {
+
+// One flag per op.
+using RematSet = std::vector<uint8_t>;
+
+struct RematProblem {
+  RematProblem(const Graph& graph, const std::vector<double>& op_costs,
+               const MemoryModelOptions& memory);
+
+  const Graph& graph;
+  const std::vector<double>& op_costs;
+  MemoryModelOptions memory;
+  // Allocated bytes per tensor (after allocator rounding).
+  std::vector<int64_t> tensor_bytes;
+  // Per op: may be cloned at all (recomputable, has outputs, none of them
+  // persistent or a graph output: a clone of those would never be freed).
+  std::vector<uint8_t> can_clone;
+  // Per op: may be in a heuristic remat set: can_clone, forward phase and not
+  // hinted "stash".
+  std::vector<uint8_t> eligible;
+  // Per tensor: index into readers of the first non-forward reader (the first
+  // reader served by a clone); readers.size() when there is none.
+  std::vector<int32_t> split_reader;
+  double baseline_cost = 0;
+
+  int32_t num_ops() const { return graph.num_ops(); }
+};
+
+// A remat set plus, per op, extra clone points ("splits"): op indices where
+// the op runs again instead of keeping its previous instance alive. A split
+// only counts where the op's outputs are needed (see ClonePoints); on an op
+// outside the set, the original instance serves every use before the first
+// split (it stays stashed that long) and clones serve the rest.
+struct RematPlan {
+  RematSet remat;
+  // Empty, or one sorted list per op.
+  std::vector<std::vector<OpIndex>> splits;
+};
+
+// Per op: the points (op indices) that may need its outputs from a clone:
+// its outputs' non-forward readers and every clone point of the ops that
+// read them. Sorted, distinct.
+std::vector<OpIndex> NeedPoints(const RematProblem& problem,
+                                const std::vector<std::vector<OpIndex>>& points,
+                                OpIndex op);
+
+// In the set: the first need point plus every split that is a later need
+// point. Outside: the splits that are need points.
+std::vector<OpIndex> ClonePointsFromNeeds(const std::vector<OpIndex>& needs,
+                                          const std::vector<OpIndex>* splits,
+                                          bool in_set);
+
+// Per op: the sorted original ops before which a clone of it runs
+// (ClonePointsFromNeeds). Empty when nothing needs it again.
+std::vector<std::vector<OpIndex>> ClonePoints(const RematProblem& problem,
+                                              const RematPlan& plan);
+
+// The schedule of a plan: before each original op, the clones placed there in
+// graph order.
+Schedule ScheduleFromRematPlan(const RematProblem& problem,
+                               const RematPlan& plan);
+inline Schedule ScheduleFromRematSet(const RematProblem& problem,
+                                     const RematSet& remat) {
+  return ScheduleFromRematPlan(problem, RematPlan{remat, {}});
+}
+
+// Longest chain of recomputed ops (an op reading a recomputed op's output).
+int32_t RematChainDepth(const RematProblem& problem, const RematPlan& plan);
+
+// Sum of op costs over the clones of the plan.
+double RematCost(const RematProblem& problem, const RematPlan& plan);
+
+}  // namespace echo::planner
+
+#endif  // ECHO_PLANNER_RECOMPUTE_REMAT_PROBLEM_H_

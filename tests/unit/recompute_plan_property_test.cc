@@ -1,0 +1,232 @@
+// Properties of every recompute policy on random training graphs and on the
+// Checkmate graphs: plans replay, their numbers are the replay's, AUTO never
+// exceeds the plain peak, honours its budget, and is never worse than ECHO
+// or CHEN_SQRT at the same budget; on VGG16 it is within 5% of the MILP.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "planner/memory_simulator.h"
+#include "planner/recompute/recompute_planner.h"
+#include "random_graphs.h"
+#include "test_util.h"
+
+namespace echo::planner {
+namespace {
+
+RecomputePlan PlanOrDie(const Graph& graph, const std::vector<double>& costs,
+                        RecomputePolicy policy,
+                        std::optional<int64_t> limit = std::nullopt,
+                        std::optional<double> ratio = std::nullopt,
+                        MemoryModelOptions memory = {}) {
+  RecomputePlanOptions options;
+  options.policy = policy;
+  options.memory_limit_bytes = limit;
+  options.max_overhead_ratio = ratio;
+  options.memory = memory;
+  options.solver_time_limit_seconds = 10;
+  absl::StatusOr<RecomputePlan> plan =
+      GenerateRecomputePlan(graph, costs, options);
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  return plan.ok() ? *std::move(plan) : RecomputePlan{};
+}
+
+// The plan is valid and every number it claims is the replay's.
+void ExpectMatchesReplay(const Graph& graph, const std::vector<double>& costs,
+                         const RecomputePlan& plan,
+                         const MemoryModelOptions& memory = {}) {
+  absl::StatusOr<SimulationResult> replay =
+      ReplaySchedule(graph, plan.schedule, memory);
+  ASSERT_TRUE(replay.ok()) << replay.status();
+  EXPECT_EQ(plan.planned_peak_bytes, replay->peak_bytes);
+  EXPECT_EQ(plan.baseline_peak_bytes, SimulatePlain(graph, memory).peak_bytes);
+  double baseline = 0, extra = 0;
+  for (double cost : costs) baseline += cost;
+  for (const Execution& e : plan.schedule) {
+    if (e.recompute) extra += costs[e.op];
+  }
+  EXPECT_NEAR(plan.baseline_compute_cost, baseline, 1e-9 * baseline);
+  EXPECT_NEAR(plan.recompute_cost, extra, 1e-9 * baseline);
+  EXPECT_NEAR(plan.recompute_overhead_ratio, extra / baseline, 1e-12);
+  EXPECT_LE(plan.peak_lower_bound_bytes, plan.planned_peak_bytes);
+  double region_cost = 0;
+  for (const RecomputeRegionReport& region : plan.regions) {
+    region_cost += region.recompute_cost;
+  }
+  EXPECT_NEAR(region_cost, extra, 1e-9 * baseline);
+}
+
+constexpr double kSlack = 1e-9;
+
+TEST(RecomputePlanPropertyTest, RandomGraphs) {
+  int feasible_limits = 0, beat_echo = 0;
+  for (uint64_t seed = 1; seed <= 60; ++seed) {
+    SCOPED_TRACE(::testing::Message() << "seed " << seed);
+    testing::RandomGraphOptions graph_options;
+    graph_options.forward_ops = 6 + seed % 25;
+    testing::RandomGraph random =
+        testing::MakeRandomTrainingGraph(seed, graph_options);
+    const Graph& graph = random.graph;
+    const std::vector<double>& costs = random.op_costs;
+    MemoryModelOptions memory;
+    if (seed % 4 == 0) memory.rounding_bytes = 128;
+    const int64_t plain = SimulatePlain(graph, memory).peak_bytes;
+
+    std::vector<RecomputePlan> baselines;
+    for (RecomputePolicy policy :
+         {RecomputePolicy::kNone, RecomputePolicy::kEcho,
+          RecomputePolicy::kChenSqrt}) {
+      baselines.push_back(
+          PlanOrDie(graph, costs, policy, std::nullopt, std::nullopt, memory));
+      ExpectMatchesReplay(graph, costs, baselines.back(), memory);
+    }
+    EXPECT_EQ(baselines[0].planned_peak_bytes, plain);
+
+    // AUTO under memory limits and overhead budgets.
+    for (double fraction : {0.95, 0.8, 0.65, 0.5}) {
+      const int64_t limit = static_cast<int64_t>(fraction * plain);
+      RecomputePlan plan = PlanOrDie(graph, costs, RecomputePolicy::kAuto,
+                                     limit, std::nullopt, memory);
+      ExpectMatchesReplay(graph, costs, plan, memory);
+      EXPECT_LE(plan.planned_peak_bytes, plain);
+      EXPECT_EQ(plan.feasible, plan.planned_peak_bytes <= limit);
+      feasible_limits += plan.feasible;
+    }
+    for (double ratio : {0.0, 0.02, 0.1, 0.3}) {
+      RecomputePlan plan = PlanOrDie(graph, costs, RecomputePolicy::kAuto,
+                                     std::nullopt, ratio, memory);
+      ExpectMatchesReplay(graph, costs, plan, memory);
+      EXPECT_LE(plan.planned_peak_bytes, plain);
+      EXPECT_LE(plan.recompute_overhead_ratio, ratio + kSlack);
+      EXPECT_TRUE(plan.feasible);
+    }
+    // Never worse than ECHO or CHEN_SQRT at their own budgets.
+    for (size_t i = 1; i < baselines.size(); ++i) {
+      const RecomputePlan& other = baselines[i];
+      RecomputePlan same_peak =
+          PlanOrDie(graph, costs, RecomputePolicy::kAuto,
+                    other.planned_peak_bytes, std::nullopt, memory);
+      EXPECT_TRUE(same_peak.feasible);
+      EXPECT_LE(same_peak.recompute_cost,
+                other.recompute_cost * (1 + kSlack) + kSlack);
+      RecomputePlan same_cost =
+          PlanOrDie(graph, costs, RecomputePolicy::kAuto, std::nullopt,
+                    other.recompute_overhead_ratio, memory);
+      EXPECT_LE(same_cost.planned_peak_bytes, other.planned_peak_bytes);
+      beat_echo +=
+          i == 1 && same_cost.planned_peak_bytes < other.planned_peak_bytes;
+    }
+  }
+  // The limits and budgets above must exercise AUTO, not just fall back.
+  EXPECT_GT(feasible_limits, 120);
+  EXPECT_GT(beat_echo, 10);
+}
+
+TEST(RecomputePlanPropertyTest, OptimalOnSmallRandomGraphs) {
+  for (uint64_t seed = 100; seed < 106; ++seed) {
+    SCOPED_TRACE(::testing::Message() << "seed " << seed);
+    testing::RandomGraphOptions graph_options;
+    graph_options.forward_ops = 5;
+    testing::RandomGraph random =
+        testing::MakeRandomTrainingGraph(seed, graph_options);
+    const int64_t plain = SimulatePlain(random.graph).peak_bytes;
+    const int64_t limit = static_cast<int64_t>(0.8 * plain);
+    RecomputePlan optimal = PlanOrDie(random.graph, random.op_costs,
+                                      RecomputePolicy::kOptimal, limit);
+    ExpectMatchesReplay(random.graph, random.op_costs, optimal);
+    RecomputePlan mine =
+        PlanOrDie(random.graph, random.op_costs, RecomputePolicy::kAuto, limit);
+    ASSERT_TRUE(optimal.solver_status == "optimal" ||
+                optimal.solver_status == "infeasible")
+        << optimal.solver_status;
+    if (optimal.solver_status == "infeasible") {
+      EXPECT_FALSE(mine.feasible);
+      continue;
+    }
+    EXPECT_LE(optimal.planned_peak_bytes, limit);
+    // The MILP optimum is a lower bound for AUTO's cost.
+    if (mine.feasible) {
+      EXPECT_LE(optimal.recompute_cost, mine.recompute_cost + kSlack);
+    }
+    EXPECT_NEAR(optimal.solver_bound_cost, optimal.recompute_cost, 1e-6);
+  }
+}
+
+std::vector<double> RelativeCosts(const Graph& graph) {
+  std::vector<double> costs;
+  for (const Op& op : graph.ops()) costs.push_back(op.relative_cost);
+  return costs;
+}
+
+struct CheckmateCase {
+  const char* name;
+  // AUTO meets these limits (fractions of the plain peak) ...
+  double smallest_fraction;
+  // ... and at 0.9x and at the smallest fraction spends at most this much
+  // extra compute (fractions of the baseline; measured, with slack).
+  double overhead_at_0_9;
+  double overhead_at_smallest;
+};
+
+TEST(RecomputePlanPropertyTest, CheckmateGraphs) {
+  const CheckmateCase cases[] = {
+      {"vgg16_b256_train", 0.835, 0.0200, 0.0200},
+      {"vgg19_b256_train", 0.775, 0.0011, 0.0280},
+      {"fcn8_vgg_b32_train", 0.62, 0.0004, 0.0310},
+      {"mobilenet_b512_train", 0.25, 0.0018, 0.0700},
+      {"resnet50_b256_train", 0.29, 0.0012, 0.0540},
+  };
+  for (const CheckmateCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    const Graph graph = testing::LoadCheckmate(c.name);
+    const std::vector<double> costs = RelativeCosts(graph);
+    const int64_t plain = SimulatePlain(graph).peak_bytes;
+    for (RecomputePolicy policy :
+         {RecomputePolicy::kNone, RecomputePolicy::kEcho,
+          RecomputePolicy::kChenSqrt, RecomputePolicy::kAuto}) {
+      ExpectMatchesReplay(graph, costs, PlanOrDie(graph, costs, policy));
+    }
+    std::vector<double> fractions;
+    for (double f = 0.9; f > c.smallest_fraction; f -= 0.1)
+      fractions.push_back(f);
+    fractions.push_back(c.smallest_fraction);
+    for (double f : fractions) {
+      const int64_t limit = static_cast<int64_t>(f * plain);
+      RecomputePlan plan =
+          PlanOrDie(graph, costs, RecomputePolicy::kAuto, limit);
+      ExpectMatchesReplay(graph, costs, plan);
+      EXPECT_TRUE(plan.feasible) << f;
+      EXPECT_LE(plan.planned_peak_bytes, limit);
+      if (f == 0.9) {
+        EXPECT_LE(plan.recompute_overhead_ratio, c.overhead_at_0_9);
+      }
+      if (f == c.smallest_fraction) {
+        EXPECT_LE(plan.recompute_overhead_ratio, c.overhead_at_smallest);
+      }
+    }
+  }
+}
+
+TEST(RecomputePlanPropertyTest, AutoIsWithinFivePercentOfTheMilpOnVgg16) {
+  const Graph graph = testing::LoadCheckmate("vgg16_b256_train");
+  const std::vector<double> costs = RelativeCosts(graph);
+  const int64_t plain = SimulatePlain(graph).peak_bytes;
+  for (double fraction : {0.9, 0.84}) {
+    SCOPED_TRACE(fraction);
+    const int64_t limit = static_cast<int64_t>(fraction * plain);
+    RecomputePlan optimal =
+        PlanOrDie(graph, costs, RecomputePolicy::kOptimal, limit);
+    ExpectMatchesReplay(graph, costs, optimal);
+    ASSERT_EQ(optimal.solver_status, "optimal");
+    RecomputePlan mine = PlanOrDie(graph, costs, RecomputePolicy::kAuto, limit);
+    ASSERT_TRUE(mine.feasible);
+    const double base = mine.baseline_compute_cost;
+    EXPECT_LE(mine.recompute_cost,
+              std::max(1.05 * optimal.recompute_cost,
+                       optimal.recompute_cost + 0.005 * base));
+  }
+}
+
+}  // namespace
+}  // namespace echo::planner

@@ -1,0 +1,297 @@
+// Recompute policies on small hand-built graphs: exact schedules, peaks and
+// costs (hand-computed in the comments), the API's errors, the report.
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "planner/recompute/recompute_planner.h"
+#include "test_util.h"
+
+namespace echo::planner {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+// Two gemm + elementwise layers; the backward of each gemm reads its input,
+// the elementwise backward reads the op's input. Costs: gemm 10, others 1
+// (baseline 45).
+constexpr char kChain[] = R"(
+  tensor x 10 input
+  op f1 fwd gemm x -> a:100 cost=10
+  op f2 fwd elementwise a -> b:1000 cost=1
+  op f3 fwd gemm b -> c:100 cost=10
+  op f4 fwd elementwise c -> d:1000 cost=1
+  op loss fwd reduction d -> l:1 cost=1
+  op b4 bwd elementwise l d -> gd:100 cost=1
+  op b3 bwd gemm gd b -> gc:100 cost=10
+  op b2 bwd elementwise gc a -> gb:100 cost=1
+  op b1 bwd gemm gb -> ga:10 cost=10
+)";
+
+std::vector<double> Costs(const Graph& graph) {
+  std::vector<double> costs;
+  for (const Op& op : graph.ops()) costs.push_back(op.relative_cost);
+  return costs;
+}
+
+// "f1 f2 (f2) b3" style rendering: recomputations in parentheses.
+std::string Render(const Graph& graph, const Schedule& schedule) {
+  std::string out;
+  for (const Execution& e : schedule) {
+    if (!out.empty()) out += " ";
+    out += e.recompute ? "(" + graph.op(e.op).id + ")" : graph.op(e.op).id;
+  }
+  return out;
+}
+
+std::vector<std::string> TensorIds(const Graph& graph,
+                                   const std::vector<TensorIndex>& tensors) {
+  std::vector<std::string> ids;
+  for (TensorIndex t : tensors) ids.push_back(graph.tensor(t).id);
+  return ids;
+}
+
+RecomputePlan PlanOrDie(const Graph& graph, RecomputePolicy policy,
+                        std::optional<int64_t> limit = std::nullopt,
+                        std::optional<double> ratio = std::nullopt) {
+  RecomputePlanOptions options;
+  options.policy = policy;
+  options.memory_limit_bytes = limit;
+  options.max_overhead_ratio = ratio;
+  options.solver_time_limit_seconds = 20;
+  absl::StatusOr<RecomputePlan> plan =
+      GenerateRecomputePlan(graph, Costs(graph), options);
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  return plan.ok() ? *std::move(plan) : RecomputePlan{};
+}
+
+TEST(RecomputePlanTest, PolicyNamesRoundTrip) {
+  for (RecomputePolicy policy :
+       {RecomputePolicy::kAuto, RecomputePolicy::kNone, RecomputePolicy::kEcho,
+        RecomputePolicy::kChenSqrt, RecomputePolicy::kOptimal}) {
+    absl::StatusOr<RecomputePolicy> parsed =
+        ParseRecomputePolicy(RecomputePolicyName(policy));
+    ASSERT_TRUE(parsed.ok());
+    EXPECT_EQ(*parsed, policy);
+  }
+  EXPECT_EQ(*ParseRecomputePolicy("Chen_SQRT"), RecomputePolicy::kChenSqrt);
+  EXPECT_THAT(ParseRecomputePolicy("mirror").status().message(),
+              HasSubstr("unknown recompute policy 'mirror'"));
+}
+
+TEST(RecomputePlanTest, RejectsBadInputs) {
+  Graph graph = testing::ParseOrDie(kChain);
+  RecomputePlanOptions options;
+  auto error = [&](std::vector<double> costs) {
+    absl::StatusOr<RecomputePlan> plan =
+        GenerateRecomputePlan(graph, costs, options);
+    EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
+    return std::string(plan.status().message());
+  };
+  EXPECT_THAT(error({1, 2}), HasSubstr("op_costs has 2 entries"));
+  std::vector<double> costs = Costs(graph);
+  costs[3] = -1;
+  EXPECT_THAT(error(costs), HasSubstr("op 'f4' has cost -1"));
+  costs = Costs(graph);
+  options.memory_limit_bytes = -5;
+  EXPECT_THAT(error(costs), HasSubstr("memory_limit_bytes is negative"));
+  options.memory_limit_bytes = 100;
+  options.max_overhead_ratio = 0.1;
+  EXPECT_THAT(error(costs), HasSubstr("at most one"));
+  options.memory_limit_bytes.reset();
+  options.max_overhead_ratio = -0.1;
+  EXPECT_THAT(error(costs), HasSubstr("max_overhead_ratio"));
+  options.max_overhead_ratio.reset();
+  options.policy = RecomputePolicy::kOptimal;
+  EXPECT_THAT(error(costs), HasSubstr("set memory_limit_bytes"));
+}
+
+TEST(RecomputePlanTest, NoneIsThePlainSchedule) {
+  Graph graph = testing::ParseOrDie(kChain);
+  RecomputePlan plan = PlanOrDie(graph, RecomputePolicy::kNone);
+  EXPECT_EQ(plan.schedule, PlainSchedule(graph));
+  // Peak at b4: a b d l + gd = 100 + 1000 + 1000 + 1 + 100.
+  EXPECT_EQ(plan.baseline_peak_bytes, 2201);
+  EXPECT_EQ(plan.planned_peak_bytes, 2201);
+  EXPECT_EQ(plan.baseline_compute_cost, 45);
+  EXPECT_EQ(plan.recompute_cost, 0);
+  EXPECT_TRUE(plan.regions.empty());
+  // Forward outputs read by the backward.
+  EXPECT_THAT(TensorIds(graph, plan.stash), ElementsAre("a", "b", "d", "l"));
+  EXPECT_EQ(plan.solver_status, "heuristic");
+  // b3 needs gd + b + gc = 1200 in any schedule.
+  EXPECT_EQ(plan.peak_lower_bound_bytes, 1200);
+}
+
+TEST(RecomputePlanTest, EchoKeepsCheapOpsRecomputedByTheFrontierRule) {
+  Graph graph = testing::ParseOrDie(kChain);
+  RecomputePlan plan = PlanOrDie(graph, RecomputePolicy::kEcho);
+  // Cheap ops: f2, f4, loss. Frontier {f2}: releases nothing (a is also read
+  // by b2) and allocates b + a = 1100; {f4}: releases c (100), allocates d
+  // (1000). Neither flips, so all three stay recomputed, each cloned before
+  // its first backward reader (f4 before b4 because loss's clone needs d).
+  EXPECT_EQ(Render(graph, plan.schedule),
+            "f1 f2 f3 f4 loss (f4) (loss) b4 (f2) b3 b2 b1");
+  // b3: a b' gd gc = 100 + 1000 + 100 + 100.
+  EXPECT_EQ(plan.planned_peak_bytes, 1300);
+  EXPECT_EQ(plan.recompute_cost, 3);
+  EXPECT_DOUBLE_EQ(plan.recompute_overhead_ratio, 3.0 / 45);
+  EXPECT_THAT(TensorIds(graph, plan.stash), ElementsAre("a"));
+  ASSERT_EQ(plan.regions.size(), 2u);
+  EXPECT_THAT(TensorIds(graph, plan.regions[0].freed_tensors),
+              ElementsAre("d", "l"));
+  EXPECT_THAT(TensorIds(graph, plan.regions[0].source_tensors),
+              ElementsAre("c"));
+}
+
+TEST(RecomputePlanTest, ChenKeepsEverySqrtNthArticulationPoint) {
+  Graph graph = testing::ParseOrDie(kChain);
+  RecomputePlan plan = PlanOrDie(graph, RecomputePolicy::kChenSqrt);
+  // Five forward ops, segments of round(sqrt(5)) = 2: f2 and f4 are kept
+  // (articulation points), f1, f3 and loss are recomputed; f3's output is
+  // read by the forward only, so only f1 (before b2) and loss (before b4)
+  // run again. x stays alive for f1's clone.
+  EXPECT_EQ(Render(graph, plan.schedule),
+            "f1 f2 f3 f4 loss (loss) b4 b3 (f1) b2 b1");
+  // b4: x b d l' gd = 10 + 1000 + 1000 + 1 + 100.
+  EXPECT_EQ(plan.planned_peak_bytes, 2111);
+  EXPECT_EQ(plan.recompute_cost, 11);
+}
+
+TEST(RecomputePlanTest, AutoMeetsALimitAtTheLeastCost) {
+  Graph graph = testing::ParseOrDie(kChain);
+  // Recomputing f2 (cost 1) from a, which b2 keeps alive anyway, frees b
+  // between f3 and b3: the peak drops to b3's 1300.
+  RecomputePlan plan = PlanOrDie(graph, RecomputePolicy::kAuto, 1300);
+  EXPECT_TRUE(plan.feasible);
+  EXPECT_EQ(Render(graph, plan.schedule), "f1 f2 f3 f4 loss b4 (f2) b3 b2 b1");
+  EXPECT_EQ(plan.planned_peak_bytes, 1300);
+  EXPECT_EQ(plan.recompute_cost, 1);
+  ASSERT_EQ(plan.regions.size(), 1u);
+  const RecomputeRegionReport& region = plan.regions[0];
+  EXPECT_THAT(TensorIds(graph, region.source_tensors), ElementsAre("a"));
+  EXPECT_THAT(TensorIds(graph, region.freed_tensors), ElementsAre("b"));
+  EXPECT_EQ(region.recompute_cost, 1);
+  EXPECT_THAT(region.explanation, HasSubstr("before op 'b3'"));
+  EXPECT_THAT(plan.message, HasSubstr("meets the memory limit"));
+}
+
+TEST(RecomputePlanTest, AutoKeepsAStashUntilAReuseThenClonesIt) {
+  Graph graph = testing::ParseOrDie(kChain);
+  // Under 1250, a must not be live at b3 either: a stays stashed until f2's
+  // clone reads it before b3, and f1 runs again from x (kept alive, 10 B)
+  // right before b2. Cost 1 + 10. Peak at b4: x a d l gd = 1211.
+  RecomputePlan plan = PlanOrDie(graph, RecomputePolicy::kAuto, 1250);
+  EXPECT_TRUE(plan.feasible);
+  EXPECT_EQ(Render(graph, plan.schedule),
+            "f1 f2 f3 f4 loss b4 (f2) b3 (f1) b2 b1");
+  EXPECT_EQ(plan.planned_peak_bytes, 1211);
+  EXPECT_EQ(plan.recompute_cost, 11);
+}
+
+TEST(RecomputePlanTest, AutoReportsAnUnreachableLimit) {
+  Graph graph = testing::ParseOrDie(kChain);
+  RecomputePlan plan = PlanOrDie(graph, RecomputePolicy::kAuto, 1000);
+  EXPECT_FALSE(plan.feasible);
+  // The lowest peak it found, never above the plain one.
+  EXPECT_EQ(plan.planned_peak_bytes, 1210);
+  EXPECT_THAT(plan.message, HasSubstr("CANNOT meet"));
+  EXPECT_THAT(plan.message, HasSubstr("no schedule can go below"));
+}
+
+TEST(RecomputePlanTest, AutoStaysWithinTheOverheadBudget) {
+  Graph graph = testing::ParseOrDie(kChain);
+  // Default budget 5% of 45 = 2.25: only f2 fits.
+  RecomputePlan plan = PlanOrDie(graph, RecomputePolicy::kAuto);
+  EXPECT_EQ(Render(graph, plan.schedule), "f1 f2 f3 f4 loss b4 (f2) b3 b2 b1");
+  EXPECT_EQ(plan.planned_peak_bytes, 1300);
+  // No budget: the plain schedule.
+  plan = PlanOrDie(graph, RecomputePolicy::kAuto, std::nullopt, 0.0);
+  EXPECT_EQ(plan.schedule, PlainSchedule(graph));
+  // A budget of 11/45 buys the plan that also re-runs f1.
+  plan = PlanOrDie(graph, RecomputePolicy::kAuto, std::nullopt, 11.0 / 45);
+  EXPECT_EQ(plan.planned_peak_bytes, 1211);
+  EXPECT_EQ(plan.recompute_cost, 11);
+}
+
+TEST(RecomputePlanTest, AutoRespectsTheDepthBound) {
+  // Plain peak at g6: c e y z l gz = 3031. Dropping e means recomputing it
+  // from d (only read by the forward): with depth 1, d (800) stays alive
+  // instead (peak 2831); with depth 2, f2 recomputes d from c, which g1
+  // keeps anyway, and the peak is g6's 2031 (the clones run with
+  // c gy d' e' = 1820).
+  Graph graph = testing::ParseOrDie(R"(
+    tensor x 10 input
+    op f1 fwd gemm x -> c:10 cost=10
+    op f2 fwd elementwise c -> d:800 cost=1
+    op f3 fwd elementwise d -> e:1000 cost=1
+    op f4 fwd gemm e -> y:10 cost=10
+    op f5 fwd gemm y -> z:2000 cost=10
+    op f6 fwd reduction z -> l:1 cost=1
+    op g6 bwd elementwise l z -> gz:10 cost=1
+    op g5 bwd gemm gz y -> gy:10 cost=10
+    op g4 bwd gemm gy e -> ge:10 cost=10
+    op g1 bwd gemm ge c -> gx:10 cost=10
+  )");
+  RecomputePlanOptions options;
+  options.memory_limit_bytes = 2100;
+  options.max_recompute_depth = 1;
+  absl::StatusOr<RecomputePlan> shallow =
+      GenerateRecomputePlan(graph, Costs(graph), options);
+  ASSERT_TRUE(shallow.ok());
+  EXPECT_FALSE(shallow->feasible);
+  EXPECT_EQ(shallow->planned_peak_bytes, 2831);
+  options.max_recompute_depth = 2;
+  absl::StatusOr<RecomputePlan> deep =
+      GenerateRecomputePlan(graph, Costs(graph), options);
+  ASSERT_TRUE(deep.ok());
+  EXPECT_TRUE(deep->feasible);
+  EXPECT_EQ(Render(graph, deep->schedule),
+            "f1 f2 f3 f4 f5 f6 g6 g5 (f2) (f3) g4 g1");
+  EXPECT_EQ(deep->planned_peak_bytes, 2031);
+  EXPECT_EQ(deep->recompute_cost, 2);
+}
+
+TEST(RecomputePlanTest, OptimalMatchesTheHandOptimum) {
+  Graph graph = testing::ParseOrDie(kChain);
+  RecomputePlan plan = PlanOrDie(graph, RecomputePolicy::kOptimal, 1300);
+  EXPECT_EQ(plan.solver_status, "optimal");
+  EXPECT_TRUE(plan.feasible);
+  EXPECT_EQ(plan.recompute_cost, 1);
+  EXPECT_LE(plan.planned_peak_bytes, 1300);
+  EXPECT_DOUBLE_EQ(plan.solver_bound_cost, 1);
+  plan = PlanOrDie(graph, RecomputePolicy::kOptimal, 1250);
+  EXPECT_EQ(plan.solver_status, "optimal");
+  EXPECT_EQ(plan.recompute_cost, 11);
+  EXPECT_LE(plan.planned_peak_bytes, 1250);
+}
+
+TEST(RecomputePlanTest, OptimalReportsInfeasibleLimits) {
+  Graph graph = testing::ParseOrDie(kChain);
+  RecomputePlan plan = PlanOrDie(graph, RecomputePolicy::kOptimal, 1199);
+  EXPECT_EQ(plan.solver_status, "infeasible");
+  EXPECT_FALSE(plan.feasible);
+  EXPECT_EQ(plan.schedule, PlainSchedule(graph));
+}
+
+TEST(RecomputePlanTest, PersistentAndOutputsCountInTheLowerBound) {
+  Graph graph = testing::ParseOrDie(R"(
+    tensor w 500 parameter
+    tensor x 10 input
+    op f1 fwd random x -> m:100 cost=1
+    op f2 fwd gemm m w -> y:50 cost=1
+    op f3 bwd gemm y m -> g:20 cost=1
+    op opt opt elementwise w g -> w2:500 cost=1
+  )");
+  RecomputePlan plan = PlanOrDie(graph, RecomputePolicy::kNone);
+  // w always; m cannot be recomputed (random) and lives f1..f3: at f3,
+  // w + m + y + g = 670. The updated parameter w2 counts from opt on:
+  // w + g + w2 = 1020.
+  EXPECT_EQ(plan.peak_lower_bound_bytes, 1020);
+  EXPECT_EQ(plan.baseline_peak_bytes, 1020);
+}
+
+}  // namespace
+}  // namespace echo::planner

@@ -1,0 +1,126 @@
+// The incremental interval model (remat_state.h) against the replay checker:
+// main slots equal the replay's step bytes, pre slots bound the clones' steps
+// from above, and incremental updates equal a rebuild from scratch.
+#include <random>
+
+#include "gtest/gtest.h"
+#include "planner/recompute/remat_problem.h"
+#include "planner/recompute/remat_state.h"
+#include "planner/recompute/segment_tree.h"
+#include "random_graphs.h"
+#include "test_util.h"
+
+namespace echo::planner {
+namespace {
+
+TEST(MaxSegmentTreeTest, RangeAddAndMax) {
+  MaxSegmentTree tree(5);
+  tree.Add(0, 4, 10);
+  tree.Add(1, 2, 5);
+  tree.Add(2, 4, -20);
+  // 10 15 -5 -10 -10
+  EXPECT_EQ(tree.Max(), 15);
+  EXPECT_EQ(tree.ArgMax(), 1);
+  EXPECT_EQ(tree.RangeMax(2, 4), -5);
+  EXPECT_EQ(tree.Value(3), -10);
+  tree.Add(4, 4, 40);
+  EXPECT_EQ(tree.Max(), 30);
+  EXPECT_EQ(tree.ArgMax(), 4);
+}
+
+// Checks the model of `state` against a replay of its schedule.
+void ExpectMatchesReplay(const RematProblem& problem, const RematState& state) {
+  const Schedule schedule = ScheduleFromRematPlan(problem, state.plan());
+  absl::StatusOr<SimulationResult> replay =
+      ReplaySchedule(problem.graph, schedule, problem.memory);
+  ASSERT_TRUE(replay.ok()) << replay.status();
+  int32_t step = 0;
+  int64_t peak = 0;
+  double cost = 0;
+  for (OpIndex o = 0; o < problem.num_ops(); ++o) {
+    int64_t clone_max = 0;
+    while (schedule[step].recompute) {
+      clone_max = std::max(clone_max, replay->step_bytes[step]);
+      cost += problem.op_costs[schedule[step].op];
+      ++step;
+    }
+    EXPECT_GE(state.SlotValue(RematState::PreSlot(o)), clone_max) << "op " << o;
+    EXPECT_EQ(state.SlotValue(RematState::MainSlot(o)),
+              replay->step_bytes[step])
+        << "op " << o;
+    peak = std::max({peak, state.SlotValue(RematState::PreSlot(o)),
+                     state.SlotValue(RematState::MainSlot(o))});
+    ++step;
+  }
+  EXPECT_EQ(state.Peak(), peak);
+  EXPECT_GE(state.Peak(), replay->peak_bytes);
+  EXPECT_NEAR(state.cost(), cost, 1e-6);
+  // A rebuild from scratch gives the same profile.
+  RematState rebuilt(problem);
+  rebuilt.Assign(state.plan());
+  for (int32_t slot = 0; slot < state.num_slots(); ++slot) {
+    ASSERT_EQ(rebuilt.SlotValue(slot), state.SlotValue(slot)) << slot;
+  }
+}
+
+TEST(RematStateTest, IncrementalModelMatchesReplayOnRandomGraphs) {
+  int32_t states_with_split_clones = 0;
+  int32_t states_with_late_clones = 0;
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    SCOPED_TRACE(seed);
+    testing::RandomGraphOptions options;
+    options.forward_ops = 4 + seed % 20;
+    testing::RandomGraph random =
+        testing::MakeRandomTrainingGraph(seed, options);
+    MemoryModelOptions memory;
+    if (seed % 3 == 0) memory.rounding_bytes = 64;
+    RematProblem problem(random.graph, random.op_costs, memory);
+    RematState state(problem);
+    EXPECT_EQ(state.Peak(), SimulatePlain(random.graph, memory).peak_bytes);
+    std::mt19937 rng(seed);
+    std::vector<OpIndex> eligible;
+    for (OpIndex o = 0; o < problem.num_ops(); ++o) {
+      if (problem.eligible[o]) eligible.push_back(o);
+    }
+    if (eligible.empty()) continue;
+    for (int move = 0; move < 40; ++move) {
+      const OpIndex o = eligible[rng() % eligible.size()];
+      if (move % 3 == 2) {
+        // Toggle a split at a random need point (also on ops outside the
+        // set: their original then serves the uses before it).
+        const std::vector<OpIndex> needs = state.NeedPoints(o);
+        if (needs.empty()) continue;
+        const OpIndex point = needs[rng() % needs.size()];
+        const std::vector<OpIndex>& splits = state.splits(o);
+        if (std::binary_search(splits.begin(), splits.end(), point)) {
+          state.RemoveSplit(o, point);
+        } else {
+          state.AddSplit(o, point);
+        }
+      } else {
+        state.Set(o, !state.Contains(o));
+      }
+      ExpectMatchesReplay(problem, state);
+      if (::testing::Test::HasFailure()) return;
+      for (OpIndex x = 0; x < problem.num_ops(); ++x) {
+        if (state.clone_points(x).size() > 1) {
+          ++states_with_split_clones;
+          break;
+        }
+      }
+      for (OpIndex x = 0; x < problem.num_ops(); ++x) {
+        if (!state.Contains(x) && !state.clone_points(x).empty()) {
+          ++states_with_late_clones;
+          break;
+        }
+      }
+    }
+  }
+  // The walk must exercise ops cloned more than once.
+  EXPECT_GT(states_with_split_clones, 50);
+  // ... and ops stashed up to a late clone.
+  EXPECT_GT(states_with_late_clones, 50);
+}
+
+}  // namespace
+}  // namespace echo::planner
