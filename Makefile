@@ -13,7 +13,7 @@ RUN_PACKAGES := build-essential cmake pkg-config libgrpc++-dev \
   prometheus-cpp-dev libspdlog-dev nlohmann-json3-dev coinor-libcbc-dev \
   libgtest-dev libgmock-dev libbenchmark-dev
 TEST_PACKAGES := $(RUN_PACKAGES) python3 python3-torch python3-torchvision \
-  python3-grpcio python3-protobuf python3-networkx curl nodejs npm
+  python3-grpcio python3-protobuf python3-networkx curl
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -36,8 +36,13 @@ endef
 deps:
 	$(call install_missing,$(RUN_PACKAGES))
 
+# Node.js (for the deployment tests) may come from another source than
+# Debian, whose npm package conflicts with it: install only when absent.
 test-deps:
 	$(call install_missing,$(TEST_PACKAGES))
+	@command -v npm >/dev/null || { $(SUDO) apt-get update -q && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q \
+	    --no-install-recommends nodejs npm; }
 
 configure:
 	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS)
