@@ -59,8 +59,10 @@ test: test-deps configure
 	cd $(BUILD_DIR) && ctest --output-on-failure --timeout 1800
 
 bench: build
-	$(BUILD_DIR)/bin/echo_plan_bench quality
-	$(BUILD_DIR)/bin/echo_plan_bench speed
+	$(BUILD_DIR)/bin/echo_plan_bench quality --milp_seconds=120
+	$(BUILD_DIR)/bin/echo_plan_bench speed --max_ops=1200000
+	$(BUILD_DIR)/bin/echo_server_load_bench --method estimate
+	$(BUILD_DIR)/bin/echo_server_load_bench --method plan
 
 clean:
 	rm -rf $(BUILD_DIR)
