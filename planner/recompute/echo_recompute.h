@@ -32,8 +32,7 @@ class EchoRecompute {
     int32_t cheap_ops = 0;
     int32_t regions = 0;
     int32_t groups_stashed = 0;  // frontier flips
-    int32_t recomputed_ops = 0;  // before and after the frontier greedy
-    int32_t recomputed_ops_after = 0;
+    int32_t recomputed_ops = 0;  // cheap ops left recomputed
   };
 
   EchoRecompute() = default;

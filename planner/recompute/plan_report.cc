@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -13,7 +14,7 @@ namespace {
 constexpr int32_t kNone = -1;
 
 // Groups consecutive recompute executions into regions: runs of clones,
-// split into data-connected components.
+// split into components connected by data or by a shared stashed source.
 std::vector<std::vector<int32_t>> RegionSteps(const Graph& graph,
                                               const Schedule& schedule) {
   std::vector<std::vector<int32_t>> regions;
@@ -36,10 +37,15 @@ std::vector<std::vector<int32_t>> RegionSteps(const Graph& graph,
       while (parent[x] != x) x = parent[x] = parent[parent[x]];
       return x;
     };
+    absl::flat_hash_map<TensorIndex, int32_t> reader_of;
     for (int32_t step = begin; step < end; ++step) {
       for (TensorIndex t : graph.op(schedule[step].op).inputs) {
         if (producer_step[t] >= begin) {
           parent[find(step - begin)] = find(producer_step[t] - begin);
+        } else if (!IsPersistentRole(graph.tensor(t).role)) {
+          // Clones sharing a stashed source form one region.
+          auto [it, inserted] = reader_of.emplace(t, step);
+          if (!inserted) parent[find(step - begin)] = find(it->second - begin);
         }
       }
       for (TensorIndex t : graph.op(schedule[step].op).outputs) {

@@ -62,14 +62,17 @@ struct RecomputePlanOptions {
   // and CHEN_SQRT follow their papers and ignore it; OPTIMAL's chains are
   // unbounded.
   int max_recompute_depth = 0;
-  // AUTO's search effort: 0 fast (greedy + cleanup), 1 default (+ local
-  // search on small graphs), 2 thorough.
+  // AUTO's search effort: 0 greedy + cleanup; 1 (default) + re-insertion
+  // local search on graphs up to 600 ops; 2 local search on every graph and
+  // op, and greedy restarts at tighter targets (slower, rarely better).
   int auto_effort = 1;
   MemoryModelOptions memory;
 };
 
 inline constexpr int kDefaultMaxRecomputeDepth = 16;
 
+// A region: clones that run together (consecutive in the schedule) and are
+// connected by data or by a shared stashed source.
 struct RecomputeRegionReport {
   std::vector<OpIndex> ops;                 // re-executed ops, schedule order
   std::vector<TensorIndex> source_tensors;  // stashed tensors it reads

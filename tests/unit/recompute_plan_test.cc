@@ -146,6 +146,34 @@ TEST(RecomputePlanTest, EchoKeepsCheapOpsRecomputedByTheFrontierRule) {
               ElementsAre("c"));
 }
 
+TEST(RecomputePlanTest, EchoGroupsSharedInputsAndStashesWhenItReleases) {
+  Graph graph = testing::ParseOrDie(R"(
+    tensor x 10 input
+    op f1 fwd gemm x -> k:100 cost=10
+    op s1 fwd elementwise k -> e1:400 cost=1
+    op s2 fwd elementwise k -> e2:400 cost=1
+    op f2 fwd gemm x -> big:1000 cost=10
+    op r fwd reduction big -> small:10 cost=1
+    op q fwd elementwise small -> q1:10 cost=1
+    op loss fwd gemm e1 e2 q1 -> l:1 cost=10
+    op bl bwd gemm l e1 e2 q1 -> g:10 cost=10
+    op bq bwd elementwise g small -> gs:10 cost=1
+    op br bwd elementwise gs -> gb:1000 cost=1
+  )");
+  RecomputePlan plan = PlanOrDie(graph, RecomputePolicy::kEcho);
+  // Frontier: {s1, s2} (grouped: both read k) releases k (100) for e1 + e2
+  // (800): stays recomputed. {r} releases big (1000) for small (10): stashed.
+  // Then {q} releases nothing (bq also reads small) for q1: recomputed.
+  EXPECT_EQ(Render(graph, plan.schedule),
+            "f1 s1 s2 f2 r q loss (s1) (s2) (q) bl bq br");
+  EXPECT_EQ(plan.recompute_cost, 3);
+  ASSERT_EQ(plan.regions.size(), 2u);
+  EXPECT_THAT(TensorIds(graph, plan.regions[0].source_tensors),
+              ElementsAre("k"));
+  EXPECT_THAT(TensorIds(graph, plan.regions[1].source_tensors),
+              ElementsAre("small"));
+}
+
 TEST(RecomputePlanTest, ChenKeepsEverySqrtNthArticulationPoint) {
   Graph graph = testing::ParseOrDie(kChain);
   RecomputePlan plan = PlanOrDie(graph, RecomputePolicy::kChenSqrt);
