@@ -1,6 +1,6 @@
-"""echo_torch.optimize / echo_torch.report: the user-facing hook."""
-import collections
-import dataclasses
+"""echo_torch.optimize, echo_torch.backend and echo_torch.report: the
+user-facing hook."""
+import time
 import warnings
 from typing import Dict, List, Optional
 
@@ -8,82 +8,33 @@ import torch
 import torch.nn as nn
 
 from echo_torch import capture as capture_lib
-from echo_torch import profile_ops as op_profiler
 from echo_torch.client import PlannerClient, ServerUnavailable
-from echo_torch.convert import ConvertedGraph, convert
-from echo_torch.executor import build_programs
+from echo_torch.convert import ConvertedGraph
+from echo_torch.executor import is_echo_module
+from echo_torch.log import logger
+from echo_torch.pipeline import InfeasibleWarning, PlannedGraph, PlanReport, plan_joint
+from echo_torch.plan_cache import PlanCache
 from echo_torch.planners import PlainPlanner, PlanRequestOptions, ServerPlanner
 
-
-@dataclasses.dataclass
-class PlanReport:
-    """What a plan did to one captured graph (one input signature)."""
-    source: str
-    ops: int
-    tensors: int
-    feasible: Optional[bool] = None
-    baseline_peak_bytes: Optional[int] = None
-    planned_peak_bytes: Optional[int] = None
-    predicted_overhead_ratio: Optional[float] = None
-    # Forward activations the default partition saves vs what this plan saves.
-    default_saved_bytes: int = 0
-    planned_saved_bytes: int = 0
-    recompute_executions: int = 0
-    recomputed_op_types: Dict[str, int] = dataclasses.field(default_factory=dict)
-    # Tensors the plan said to stash that the executor did not need, and the
-    # other way round (views excluded: the executor saves their bases).
-    stash_mismatch: List[str] = dataclasses.field(default_factory=list)
-    message: str = ""
-
-    @property
-    def saved_bytes_reduction(self) -> int:
-        return self.default_saved_bytes - self.planned_saved_bytes
-
-    def __str__(self):
-        mib = 1 << 20
-        lines = [f"echo_torch plan ({self.source}): {self.ops} ops, {self.tensors} tensors"]
-        if self.baseline_peak_bytes is not None:
-            lines.append(
-                f"  predicted peak {self.baseline_peak_bytes / mib:.1f} MiB -> "
-                f"{self.planned_peak_bytes / mib:.1f} MiB "
-                f"({self.baseline_peak_bytes - self.planned_peak_bytes:,} bytes saved), "
-                f"feasible={self.feasible}")
-        lines.append(f"  saved for backward {self.default_saved_bytes / mib:.1f} MiB -> "
-                     f"{self.planned_saved_bytes / mib:.1f} MiB")
-        types = ", ".join(f"{k} x{v}" for k, v in sorted(self.recomputed_op_types.items()))
-        lines.append(f"  {self.recompute_executions} recomputations ({types or 'none'})")
-        if self.predicted_overhead_ratio is not None:
-            lines.append(f"  predicted extra compute {100 * self.predicted_overhead_ratio:.2f}%")
-        if self.stash_mismatch:
-            lines.append(f"  stash differs from the plan's: {self.stash_mismatch[:8]}")
-        if self.message:
-            lines.append(f"  server: {self.message}")
-        return "\n".join(lines)
+__all__ = ["EchoModule", "EchoBackend", "PlanReport", "optimize", "backend", "report",
+           "capture_graph"]
 
 
-def _make_report(converted: ConvertedGraph, plan, programs) -> PlanReport:
-    graph = converted.graph
-    types = collections.Counter(graph.ops[i].op_type for i, rec in plan.schedule if rec)
-    report = PlanReport(
-        source=plan.source, ops=len(graph.ops), tensors=len(graph.tensors),
-        default_saved_bytes=converted.stash_candidate_bytes(),
-        planned_saved_bytes=sum(converted.size_bytes[t] for t in programs.saved_activation_ids),
-        recompute_executions=programs.recompute_count, recomputed_op_types=dict(types))
-    response = plan.response
-    if response is not None:
-        report.feasible = response.feasible
-        report.baseline_peak_bytes = response.baseline_peak_bytes
-        report.planned_peak_bytes = response.planned_peak_bytes
-        report.predicted_overhead_ratio = response.recompute_overhead_ratio
-        report.message = response.message
-    if plan.stash_tensor_ids is not None:
-        owners = {t for t in plan.stash_tensor_ids if converted.size_bytes.get(t, 0) > 0}
-        saved = {t for t in programs.saved_activation_ids if converted.size_bytes.get(t, 0) > 0}
-        report.stash_mismatch = sorted(owners ^ saved)
-    return report
+def _autocast_state():
+    state = []
+    for device in ("cpu", "cuda"):
+        try:
+            enabled = torch.is_autocast_enabled(device)
+            dtype = torch.get_autocast_dtype(device) if enabled else None
+        except (TypeError, AttributeError, RuntimeError):
+            continue
+        state.append((device, enabled, dtype))
+    return tuple(state)
 
 
 def _signature(args, kwargs, training):
+    """What makes a captured graph reusable: shapes, dtypes, devices and
+    requires_grad of the tensors, other values, training mode, autocast."""
     def describe(value):
         if isinstance(value, torch.Tensor):
             return ("T", tuple(value.shape), value.dtype, value.device.type,
@@ -93,38 +44,40 @@ def _signature(args, kwargs, training):
         if isinstance(value, dict):
             return tuple((k, describe(v)) for k, v in sorted(value.items()))
         return repr(value)
-    return (describe(args), describe(kwargs), training)
+    return (describe(args), describe(kwargs), training, _autocast_state())
 
 
-class _Compiled:
-    def __init__(self, fn):
-        self.fn = fn
-        self.ready = False
-        self.converted: Optional[ConvertedGraph] = None
-        self.report: Optional[PlanReport] = None
-        self.programs = None
+class _Entry:
+    def __init__(self):
+        self.fn = None
+        self.planned: Optional[PlannedGraph] = None
 
 
 class EchoModule(nn.Module):
     """Runs `module` with forward/backward programs built from a plan.
 
-    One plan per input signature (shapes, dtypes, training mode); the first
-    call with a new signature traces and plans. Inference (no grad) runs the
-    module unchanged.
+    One capture and plan per input signature (shapes, dtypes, training mode,
+    autocast); the first call with a new signature captures and plans, and
+    the plan cache on disk makes the next process skip planning. Calls
+    without gradients (torch.no_grad, inference) run the module unchanged.
     """
 
-    def __init__(self, module: nn.Module, planner, capture=None,
-                 on_error: str = "fallback", preflight=None, profile_ops: bool = True):
+    def __init__(self, module: nn.Module, planner, on_error: str = "fallback",
+                 preflight=None, measure_workspace: bool = True,
+                 client_timing: bool = False):
         super().__init__()
+        if on_error not in ("fallback", "raise"):
+            raise ValueError(f"on_error must be 'fallback' or 'raise', not {on_error!r}")
         self.module = module
-        self._profile_ops = profile_ops
         self._planner = planner
-        self._capture = capture or capture_lib.default_capture()
         self._on_error = on_error
         self._preflight = preflight
-        self._compiled: Dict[tuple, _Compiled] = {}
+        self._measure_workspace = measure_workspace
+        self._client_timing = client_timing
+        self._entries: Dict[tuple, _Entry] = {}
         self._fallback_reason: Optional[str] = None
-        self._last: Optional[_Compiled] = None
+        self._last: Optional[_Entry] = None
+        self._infeasible = InfeasibleWarning()
 
     @property
     def fallback_reason(self) -> Optional[str]:
@@ -133,86 +86,79 @@ class EchoModule(nn.Module):
 
     @property
     def converted(self) -> Optional[ConvertedGraph]:
-        return self._last.converted if self._last else None
+        return self._last.planned.converted if self._last and self._last.planned else None
 
     @property
     def programs(self):
-        return self._last.programs if self._last else None
+        return self._last.planned.programs if self._last and self._last.planned else None
 
     def reports(self) -> List[PlanReport]:
-        return [c.report for c in self._compiled.values() if c.report is not None]
+        return [e.planned.report for e in self._entries.values() if e.planned is not None]
 
     def forward(self, *args, **kwargs):
         if (self._fallback_reason is not None or not torch.is_grad_enabled()
                 or not any(p.requires_grad for p in self.module.parameters())):
             return self.module(*args, **kwargs)
         key = _signature(args, kwargs, self.module.training)
-        entry = self._compiled.get(key)
-        if entry is not None and entry.ready:
+        entry = self._entries.get(key)
+        if entry is not None:
             self._last = entry
-            out = entry.fn(*args, **kwargs)
-            self._after_step()
-            return out
+            return entry.fn(*args, **kwargs)
         return self._first_call(key, args, kwargs)
 
     def _first_call(self, key, args, kwargs):
-        buffers = {name: b.detach().clone() for name, b in self.module.named_buffers()}
-        entry = None
-
-        def restore_buffers():
-            for name, b in self.module.named_buffers():
-                b.data.copy_(buffers[name])
+        entry = _Entry()
 
         def partitioner(joint):
-            # Tracing ran the module eagerly (torch 1.13 traces with real
-            # tensors): undo its buffer updates before the real step.
-            restore_buffers()
-            entry.converted = convert(joint)
-            if self._profile_ops and op_profiler.can_profile(joint.example_inputs):
-                measured = op_profiler.profile_joint(joint.module, joint.example_inputs,
-                                                     self.module)
-                on_cpu = all(p.device.type == "cpu" for p in self.module.parameters())
-                op_profiler.apply_profile(entry.converted.graph, measured, times=on_cpu)
-            plan = self._planner.plan(entry.converted)
-            entry.programs = build_programs(entry.converted, plan.schedule)
-            entry.report = _make_report(entry.converted, plan, entry.programs)
-            return entry.programs.forward, entry.programs.backward
+            entry.planned = plan_joint(joint, self._planner, self._measure_workspace,
+                                       self._client_timing)
+            self._infeasible.check(entry.planned.report, stacklevel=8)
+            programs = entry.planned.programs
+            return programs.forward_module, programs.backward_module
 
+        if self._entries:
+            logger.info("echo_torch: new input signature for %s: capturing and planning "
+                        "again", type(self.module).__name__)
         try:
             if self._preflight is not None:
                 self._preflight()
-            entry = _Compiled(self._capture.wrap(self.module, partitioner))
+            entry.fn = capture_lib.capture_module(self.module, partitioner, args, kwargs)
             out = entry.fn(*args, **kwargs)
         except ServerUnavailable as error:
-            restore_buffers()
             return self._fall_back(f"{error}; running the model unmodified", args, kwargs)
         except Exception as error:  # noqa: BLE001
             if self._on_error == "raise":
                 raise
-            restore_buffers()
             return self._fall_back(
                 f"planning failed ({type(error).__name__}: {error}); running the "
                 "model unmodified", args, kwargs)
-        entry.ready = True
-        self._compiled[key] = entry
+        self._entries[key] = entry
         self._last = entry
-        self._after_step()
         return out
 
     def _fall_back(self, reason, args, kwargs):
         self._fallback_reason = reason
-        warnings.warn(f"echo_torch: {reason}", RuntimeWarning, stacklevel=3)
+        warnings.warn(f"echo_torch: {reason}", RuntimeWarning, stacklevel=4)
         return self.module(*args, **kwargs)
 
-    def _after_step(self):
-        # The functional graph updates running statistics through
-        # native_batch_norm but drops the num_batches_tracked increment.
-        if not self.module.training:
-            return
-        for m in self.module.modules():
-            if (isinstance(m, nn.modules.batchnorm._BatchNorm) and m.track_running_stats
-                    and m.num_batches_tracked is not None):
-                m.num_batches_tracked.add_(1)
+
+def _server_planner(server, policy, memory_limit_bytes, max_overhead_ratio, timeout_seconds,
+                    device, allocator_rounding_bytes, max_recompute_depth,
+                    solver_time_limit_seconds, plan_cache, on_cuda):
+    if allocator_rounding_bytes is None:
+        allocator_rounding_bytes = 512 if on_cuda else 0
+    options = PlanRequestOptions(
+        policy=policy, memory_limit_bytes=memory_limit_bytes,
+        max_overhead_ratio=max_overhead_ratio, device=device,
+        allocator_rounding_bytes=allocator_rounding_bytes,
+        max_recompute_depth=max_recompute_depth,
+        solver_time_limit_seconds=solver_time_limit_seconds)
+    options.validate()
+    client = PlannerClient(server, timeout_seconds)
+    cache = None if plan_cache is False else (
+        plan_cache if isinstance(plan_cache, PlanCache) else PlanCache())
+    planner = ServerPlanner(client, options, cache)
+    return planner, lambda: client.wait_ready(min(timeout_seconds, 5.0))
 
 
 def optimize(model: nn.Module, *, server: Optional[str] = None, policy: str = "AUTO",
@@ -221,57 +167,164 @@ def optimize(model: nn.Module, *, server: Optional[str] = None, policy: str = "A
              timeout_seconds: float = 30.0, device: Optional[str] = None,
              allocator_rounding_bytes: Optional[int] = None,
              max_recompute_depth: int = 0, solver_time_limit_seconds: float = 0.0,
-             on_error: str = "fallback", profile_ops: bool = True, planner=None,
-             capture=None) -> EchoModule:
+             on_error: str = "fallback", measure_workspace: bool = True,
+             client_timing: bool = False, plan_cache=True, planner=None) -> EchoModule:
     """Wraps `model` so that its training steps follow an echod recompute plan.
 
     server: "host:port" or "unix:///path" (default $ECHO_SERVER, else
     127.0.0.1:50051). policy: AUTO, NONE, ECHO, CHEN_SQRT or OPTIMAL. Give at
     most one of memory_limit_bytes and max_overhead_ratio (neither: the
-    server's default of 5% overhead). device: a DeviceSpec catalog name for
-    the cost model. allocator_rounding_bytes: default 512 for CUDA models (the
-    caching allocator), 0 on CPU. If echod is unreachable the model runs
-    unmodified and one warning is issued; on_error="raise" raises on other
-    planning failures instead of falling back. profile_ops: run the joint
-    graph once at capture to measure each op's workspace (and, on CPU, its
-    time) for the memory and cost model. planner: a local planner
-    (echo_torch.planners) instead of echod.
+    server's default of 5% overhead). device: a DeviceSpec catalog name whose
+    cost model prices the ops (default: echod's own). If echod is unreachable
+    the model runs unmodified and one warning is issued; on_error="raise"
+    raises on planning failures instead of falling back. measure_workspace:
+    run the joint graph once at capture to measure each op's temporaries.
+    client_timing: also time each op here and send the times (off: echod's
+    cost model prices ops, so the same model and server give the same plan).
+    plan_cache: True (the default cache directory), a PlanCache, or False.
+    planner: a local planner (echo_torch.planners) instead of echod.
+    Wrapping an EchoModule again re-wraps its inner module.
     """
+    if isinstance(model, EchoModule):
+        warnings.warn("echo_torch: the model is already wrapped by echo_torch.optimize; "
+                      "re-wrapping its inner module with the new options", RuntimeWarning,
+                      stacklevel=2)
+        model = model.module
+    capture_lib.check_torch_version()
+    preflight = None
     if planner is None:
-        if allocator_rounding_bytes is None:
-            on_cuda = any(p.is_cuda for p in model.parameters())
-            allocator_rounding_bytes = 512 if on_cuda else 0
-        request_options = PlanRequestOptions(
-            policy=policy, memory_limit_bytes=memory_limit_bytes,
-            max_overhead_ratio=max_overhead_ratio, device=device,
-            allocator_rounding_bytes=allocator_rounding_bytes,
-            max_recompute_depth=max_recompute_depth,
-            solver_time_limit_seconds=solver_time_limit_seconds)
-        request_options.validate()
-        client = PlannerClient(server, timeout_seconds)
-        planner = ServerPlanner(client, request_options)
-        preflight = lambda: client.wait_ready(min(timeout_seconds, 5.0))  # noqa: E731
-    else:
-        preflight = None
-    return EchoModule(model, planner, capture=capture, on_error=on_error,
-                      preflight=preflight, profile_ops=profile_ops)
+        on_cuda = any(p.is_cuda for p in model.parameters())
+        planner, preflight = _server_planner(
+            server, policy, memory_limit_bytes, max_overhead_ratio, timeout_seconds, device,
+            allocator_rounding_bytes, max_recompute_depth, solver_time_limit_seconds,
+            plan_cache, on_cuda)
+    return EchoModule(model, planner, on_error=on_error, preflight=preflight,
+                      measure_workspace=measure_workspace, client_timing=client_timing)
 
 
-def report(model: EchoModule) -> Optional[PlanReport]:
-    """The plan of the most recent input signature (None before the first
-    training step, or when the model runs unmodified)."""
+class EchoBackend:
+    """A torch.compile backend: AOTAutograd with echod's plan as the
+    partition. Each graph Dynamo hands it gets its own plan; if echod is
+    unreachable (or planning fails with on_error="fallback") the graph runs
+    with torch's default partition and one warning is issued."""
+
+    def __init__(self, planner, preflight=None, on_error="fallback",
+                 measure_workspace=True, client_timing=False):
+        self._planner = planner
+        self._preflight = preflight
+        self._on_error = on_error
+        self._measure_workspace = measure_workspace
+        self._client_timing = client_timing
+        self._reports: List[PlanReport] = []
+        self._infeasible = InfeasibleWarning()
+        self.fallback_reason: Optional[str] = None
+
+    def reports(self) -> List[PlanReport]:
+        return list(self._reports)
+
+    def __call__(self, gm, example_inputs):
+        from torch._dynamo.backends.common import aot_autograd
+
+        started = time.perf_counter()
+        fallback = {"reason": self.fallback_reason}
+
+        def partitioner(joint):
+            if fallback["reason"] is None:
+                try:
+                    planned = plan_joint(joint, self._planner, self._measure_workspace,
+                                         self._client_timing)
+                except Exception as error:  # noqa: BLE001
+                    if self._on_error == "raise" and not isinstance(error, ServerUnavailable):
+                        raise
+                    fallback["reason"] = f"{error}"
+                else:
+                    self._reports.append(planned.report)
+                    self._infeasible.check(planned.report, stacklevel=2)
+                    return planned.programs.forward_module, planned.programs.backward_module
+            from torch._functorch.partitioners import default_partition
+            self.fallback_reason = fallback["reason"]
+            warnings.warn(f"echo_torch: {fallback['reason']}; this graph runs with torch's "
+                          "default partition", RuntimeWarning, stacklevel=2)
+            return default_partition(joint.module, joint.example_inputs,
+                                     num_fwd_outputs=joint.num_fwd_outputs)
+
+        if self._preflight is not None and self.fallback_reason is None:
+            try:
+                self._preflight()
+            except ServerUnavailable as error:
+                fallback["reason"] = str(error)
+
+        def partition_fn(joint_module, joint_inputs, *, num_fwd_outputs, **kw):
+            tensors = [x for x in example_inputs if isinstance(x, torch.Tensor)]
+            inner = capture_lib.make_partition_fn(
+                partitioner, f"graph_{len(self._reports)}", "torch.compile",
+                primals_for=lambda _fake: capture_lib.dynamo_primals(gm, example_inputs),
+                real_inputs_for=lambda fake: tensors if len(tensors) == len(fake) else None)
+            inner.restart_clock()
+            logger.info("echo_torch: Dynamo graph traced in %.1f s",
+                        time.perf_counter() - started)
+            return inner(joint_module, joint_inputs, num_fwd_outputs=num_fwd_outputs, **kw)
+
+        def compiler(graph_module, example):
+            if is_echo_module(graph_module):
+                return capture_lib.compile_program(graph_module, example)
+            return make_boxed_func(graph_module.forward)  # default partition
+
+        from torch._functorch.aot_autograd import make_boxed_func
+        return aot_autograd(fw_compiler=compiler, bw_compiler=compiler,
+                            partition_fn=partition_fn)(gm, example_inputs)
+
+
+def backend(*, server: Optional[str] = None, policy: str = "AUTO",
+            memory_limit_bytes: Optional[int] = None,
+            max_overhead_ratio: Optional[float] = None, timeout_seconds: float = 30.0,
+            device: Optional[str] = None, allocator_rounding_bytes: Optional[int] = None,
+            max_recompute_depth: int = 0, solver_time_limit_seconds: float = 0.0,
+            on_error: str = "fallback", measure_workspace: bool = True,
+            client_timing: bool = False, plan_cache=True, planner=None,
+            on_cuda: Optional[bool] = None) -> EchoBackend:
+    """A torch.compile backend with the options of `optimize`:
+
+        compiled = torch.compile(model, backend=echo_torch.backend(server=...),
+                                 dynamic=False)
+
+    on_cuda (for the allocator rounding default) is inferred from CUDA's
+    availability when not given. `echo_torch.report(backend)` is the plan of
+    the last graph; `backend.reports()` all of them."""
+    capture_lib.check_torch_version()
+    preflight = None
+    if planner is None:
+        if on_cuda is None:
+            on_cuda = torch.cuda.is_available()
+        planner, preflight = _server_planner(
+            server, policy, memory_limit_bytes, max_overhead_ratio, timeout_seconds, device,
+            allocator_rounding_bytes, max_recompute_depth, solver_time_limit_seconds,
+            plan_cache, on_cuda)
+    return EchoBackend(planner, preflight, on_error, measure_workspace, client_timing)
+
+
+def report(model) -> Optional[PlanReport]:
+    """The plan of the most recent input signature of an optimize()d model,
+    or of the last graph of a backend (None before the first training step,
+    or when the model runs unmodified)."""
+    if isinstance(model, EchoBackend):
+        reports = model.reports()
+        return reports[-1] if reports else None
     if not isinstance(model, EchoModule):
-        raise TypeError("echo_torch.report expects a module from echo_torch.optimize")
-    return model._last.report if model._last else None
+        raise TypeError("echo_torch.report expects a module from echo_torch.optimize or "
+                        "a backend from echo_torch.backend")
+    return model._last.planned.report if model._last and model._last.planned else None
 
 
 def capture_graph(model: nn.Module, *args, **kwargs) -> ConvertedGraph:
-    """Traces one training-mode forward of `model` on `args` and returns the
-    converted joint graph; needs no server. Buffers are left as they were."""
+    """Captures one training-mode step of `model` on `args` and returns the
+    converted joint graph; needs no server. Module state is unchanged (the
+    step's forward runs, its buffer updates are undone)."""
     buffers = {name: b.detach().clone() for name, b in model.named_buffers()}
     wrapped = EchoModule(model, PlainPlanner(), on_error="raise")
     with torch.enable_grad():
         wrapped(*args, **kwargs)
-    for name, b in model.named_buffers():
-        b.data.copy_(buffers[name])
+    with torch.no_grad():
+        for name, b in model.named_buffers():
+            b.copy_(buffers[name])
     return wrapped.converted

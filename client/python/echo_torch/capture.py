@@ -1,106 +1,143 @@
-"""Capture of the joint forward+backward graph, behind one small interface.
+"""Capture of the joint forward+backward graph through AOTAutograd.
 
-A Capture wraps a module so that, on its first call, the joint graph is traced
-and handed to `partitioner(JointGraph) -> (forward_program,
-backward_program)`; the programs (boxed callables, see executor.Program) then
-run every step. Two implementations:
+Two entry points share one partition function:
 
-- Torch1Capture (torch 1.13): functorch.compile.aot_module with our
-  partition_fn, called as partition_fn(joint_module, joint_inputs); the
-  number of forward outputs is the first child of the joint module's output
-  spec; joint_inputs[0] are the real primal tensors, matched to parameters by
-  identity.
-- Torch2Capture (torch >= 2): torch.compile with an aot_autograd backend,
-  whose partition_fn gets num_fwd_outputs as a keyword. Dynamo may split the
-  model into several graphs; each gets its own plan. Primals are fake tensors
-  there, so parameters are told from inputs by requires_grad. Not exercised
-  on this machine (torch 1.13).
+- `capture_module(module, partitioner)`: AOTAutograd's `aot_module` around an
+  nn.Module (what `echo_torch.optimize` uses). Primals are the module's
+  parameters, then its buffers, then the flattened tensor arguments, in that
+  order, with aliases (tied weights) removed as AOTAutograd removes them.
+- `make_partition_fn(...)` for the `torch.compile` backend
+  (`echo_torch.backend`): Dynamo lifts parameters and buffers to graph
+  inputs; they are told apart by type and by the source name Dynamo gives
+  the placeholder.
+
+The partition function receives the joint graph with fake example inputs
+and `num_fwd_outputs` (which counts the updated buffers AOTAutograd returns
+as extra forward outputs) and hands a JointGraph to `partitioner`, which
+returns the forward and backward programs.
 """
-import abc
-from typing import Callable, Dict, List, Tuple
+import time
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import torch
 import torch.nn as nn
+import torch.utils._pytree as pytree
 
 from echo_torch.convert import (JointGraph, PrimalInfo, ROLE_BUFFER, ROLE_INPUT,
                                 ROLE_PARAMETER)
+from echo_torch.executor import program_of
+from echo_torch.log import logger
 
 Partitioner = Callable[[JointGraph], Tuple[Callable, Callable]]
 
-
-def _compile_program(program, _example_inputs):
-    return program  # executor.Program is already a boxed callable
+MIN_TORCH = (2, 4)
 
 
-def torch_major() -> int:
-    return int(torch.__version__.split(".")[0])
+def torch_version() -> Tuple[int, int]:
+    major, minor = torch.__version__.split(".")[:2]
+    return int(major), int("".join(ch for ch in minor if ch.isdigit()) or 0)
 
 
-class Capture(abc.ABC):
-    name = "capture"
-
-    @abc.abstractmethod
-    def wrap(self, module: nn.Module, partitioner: Partitioner) -> Callable:
-        """A callable with the module's signature that runs the partitioned
-        programs (tracing on its first call)."""
+def check_torch_version():
+    if torch_version() < MIN_TORCH:
+        raise RuntimeError(f"echo_torch needs torch >= {MIN_TORCH[0]}.{MIN_TORCH[1]}; "
+                           f"this is torch {torch.__version__}")
 
 
-class Torch1Capture(Capture):
-    name = "functorch.aot_module"
-
-    def wrap(self, module, partitioner):
-        from functorch.compile import aot_module
-
-        names: Dict[int, PrimalInfo] = {}
-        for name, p in module.named_parameters():
-            names.setdefault(id(p), PrimalInfo(ROLE_PARAMETER, name))
-        for name, b in module.named_buffers():
-            names.setdefault(id(b), PrimalInfo(ROLE_BUFFER, name))
-
-        def partition_fn(joint_module, joint_inputs):
-            primal_values = joint_inputs[0]
-            primals: List[PrimalInfo] = []
-            for value in primal_values:
-                info = names.get(id(value))
-                if info is None:
-                    inputs_so_far = sum(p.kind == ROLE_INPUT for p in primals)
-                    info = PrimalInfo(ROLE_INPUT, f"input_{inputs_so_far}")
-                primals.append(info)
-            num_fwd = joint_module._out_spec.children_specs[0].num_leaves
-            joint = JointGraph(joint_module, num_fwd, primals,
-                               name=type(module).__name__,
-                               metadata={"capture": self.name},
-                               example_inputs=joint_inputs)
-            return partitioner(joint)
-
-        return aot_module(module, fw_compiler=_compile_program,
-                          bw_compiler=_compile_program, partition_fn=partition_fn)
+def compile_program(gm, _example_inputs):
+    """fw/bw compiler: runs the Program the partition's GraphModule mirrors
+    (a boxed callable that frees values after their last reader)."""
+    return program_of(gm)
 
 
-class Torch2Capture(Capture):
-    name = "torch.compile+aot_autograd"
+def module_primals(module: nn.Module, args: Sequence, kwargs: dict) -> List[Tuple[PrimalInfo,
+                                                                                   torch.Tensor]]:
+    """The primals aot_module traces, in its order, with their real values:
+    named parameters, named buffers (both with duplicates, as aot_module
+    passes them), then the tensors among the flattened arguments; aliases of
+    an earlier primal are dropped, as AOTAutograd deduplicates them."""
+    named = []
+    for name, p in module.named_parameters(remove_duplicate=False):
+        named.append((PrimalInfo(ROLE_PARAMETER, name), p))
+    for name, b in module.named_buffers(remove_duplicate=False):
+        named.append((PrimalInfo(ROLE_BUFFER, name), b))
+    flat_args = pytree.tree_flatten((list(args), kwargs))[0]
+    count = 0
+    for value in flat_args:
+        if isinstance(value, torch.Tensor):
+            named.append((PrimalInfo(ROLE_INPUT, f"input_{count}"), value))
+            count += 1
+    seen, unique = set(), []
+    for info, value in named:
+        if id(value) in seen:
+            continue
+        seen.add(id(value))
+        unique.append((info, value))
+    return unique
 
-    def wrap(self, module, partitioner):
-        from torch._dynamo.backends.common import aot_autograd  # torch >= 2
 
-        def partition_fn(joint_module, joint_inputs, num_fwd_outputs=None, **_):
-            primal_values = joint_inputs[0]
-            primals = [PrimalInfo(ROLE_PARAMETER if getattr(v, "requires_grad", False)
-                                  else ROLE_INPUT, f"primal_{i}")
-                       for i, v in enumerate(primal_values)]
-            if num_fwd_outputs is None:
-                num_fwd_outputs = joint_module._out_spec.children_specs[0].num_leaves
-            joint = JointGraph(joint_module, num_fwd_outputs, primals,
-                               name=type(module).__name__,
-                               metadata={"capture": self.name},
-                               example_inputs=joint_inputs)
-            return partitioner(joint)
-
-        backend = aot_autograd(fw_compiler=_compile_program,
-                               bw_compiler=_compile_program,
-                               partition_fn=partition_fn)
-        return torch.compile(module, backend=backend, dynamic=False)
+def _fallback_primals(fake_primals) -> List[PrimalInfo]:
+    return [PrimalInfo(ROLE_PARAMETER if getattr(v, "requires_grad", False) else ROLE_INPUT,
+                       f"primal_{i}") for i, v in enumerate(fake_primals)]
 
 
-def default_capture() -> Capture:
-    return Torch2Capture() if torch_major() >= 2 else Torch1Capture()
+def make_partition_fn(partitioner: Partitioner, name: str, capture: str,
+                      primals_for: Callable[[Sequence], Optional[List[PrimalInfo]]],
+                      real_inputs_for: Callable[[Sequence], Optional[list]] = lambda _: None):
+    """An AOTAutograd partition_fn that converts and plans through
+    `partitioner`. primals_for(fake_primals) names the primals (None: by
+    requires_grad); real_inputs_for(fake_primals) returns the real primal
+    tensors when the caller has them (for workspace measurement)."""
+    started = {"t": time.perf_counter()}
+
+    def partition_fn(joint_module, joint_inputs, *, num_fwd_outputs, **_):
+        fake_primals = joint_inputs[0]
+        primals = primals_for(fake_primals)
+        if primals is None or len(primals) != len(fake_primals):
+            primals = _fallback_primals(fake_primals)
+        nodes = sum(1 for n in joint_module.graph.nodes if n.op == "call_function")
+        logger.info("echo_torch: captured %s (%d joint ops) in %.1f s", name, nodes,
+                    time.perf_counter() - started["t"])
+        joint = JointGraph(joint_module, num_fwd_outputs, primals, name=name,
+                           metadata={"capture": capture}, example_inputs=joint_inputs,
+                           real_primals=real_inputs_for(fake_primals))
+        return partitioner(joint)
+
+    def restart():
+        started["t"] = time.perf_counter()
+
+    partition_fn.restart_clock = restart
+    return partition_fn
+
+
+def capture_module(module: nn.Module, partitioner: Partitioner, args: Sequence,
+                   kwargs: dict) -> Callable:
+    """aot_module(module) whose first call traces with `args`/`kwargs`' shapes
+    and plans; later calls run the programs (the caller keys one capture per
+    input signature, as aot_module does not re-trace on new shapes)."""
+    from torch._functorch.aot_autograd import aot_module
+
+    primals = module_primals(module, args, kwargs)
+    partition_fn = make_partition_fn(
+        partitioner, type(module).__name__, "aot_module",
+        primals_for=lambda _fake: [info for info, _ in primals],
+        real_inputs_for=lambda fake: ([v for _, v in primals]
+                                      if len(primals) == len(fake) else None))
+    return aot_module(module, fw_compiler=compile_program, bw_compiler=compile_program,
+                      partition_fn=partition_fn)
+
+
+def dynamo_primals(gm, example_inputs) -> List[PrimalInfo]:
+    """Names of a Dynamo graph's inputs: parameters are nn.Parameter
+    instances, buffers are named after `buffers` in their source."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    infos = []
+    for node, value in zip(placeholders, example_inputs):
+        if isinstance(value, nn.Parameter):
+            kind = ROLE_PARAMETER
+        elif "buffers" in node.name:
+            kind = ROLE_BUFFER
+        else:
+            kind = ROLE_INPUT
+        infos.append(PrimalInfo(kind, node.name))
+    return infos

@@ -24,7 +24,22 @@ class ServerUnavailable(RuntimeError):
     """echod could not be reached (not running, wrong address, timed out)."""
 
 
+class PlanningError(RuntimeError):
+    """echod answered a request with an error; the message says which and
+    what to do, in one line."""
+
+    def __init__(self, message: str, code: Optional[grpc.StatusCode] = None):
+        super().__init__(message)
+        self.code = code
+
+
 _UNREACHABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+_START_HINT = ("start echod (`make run`) or pass server=/set ECHO_SERVER to where it "
+               "listens")
+
+
+def _one_line(text: str) -> str:
+    return " ".join((text or "").split())
 
 
 class PlannerClient:
@@ -36,33 +51,47 @@ class PlannerClient:
             options=[("grpc.max_send_message_length", _MAX_MESSAGE_BYTES),
                      ("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES)])
         self._stub = proto.planner_pb2_grpc.MemoryPlannerStub(self._channel)
+        self._health = proto.health_pb2_grpc.HealthStub(self._channel)
 
     def close(self):
         self._channel.close()
 
     def wait_ready(self, timeout_seconds: Optional[float] = None) -> None:
-        """Raises ServerUnavailable unless the channel connects in time."""
+        """Raises ServerUnavailable unless echod answers a health check in
+        time. A refused connection fails at once (the call does not wait for
+        the channel to become ready); a silent address fails at the timeout."""
         timeout = self.timeout_seconds if timeout_seconds is None else timeout_seconds
+        request = proto.health_pb2.HealthCheckRequest(service="")
         try:
-            grpc.channel_ready_future(self._channel).result(timeout=timeout)
-        except grpc.FutureTimeoutError as error:
+            response = self._health.Check(request, timeout=timeout, wait_for_ready=False)
+        except grpc.RpcError as error:
+            if error.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                reason = f"no answer within {timeout:g} s"
+            else:
+                reason = _one_line(error.details()) or error.code().name
             raise ServerUnavailable(
-                f"echod at {self.address} is not reachable within {timeout:g} s") from error
+                f"echod is not reachable at {self.address} ({reason}); {_START_HINT}") from None
+        serving = proto.health_pb2.HealthCheckResponse.SERVING
+        if response.status != serving:
+            raise ServerUnavailable(f"echod at {self.address} is not serving (status "
+                                    f"{response.status}); it is starting or draining")
 
-    def _call(self, method, request):
+    def _call(self, method, name, request):
         try:
             return method(request, timeout=self.timeout_seconds)
         except grpc.RpcError as error:
-            if error.code() in _UNREACHABLE:
-                raise ServerUnavailable(
-                    f"echod at {self.address}: {error.code().name}: {error.details()}") from error
-            raise
+            code, details = error.code(), _one_line(error.details())
+            if code in _UNREACHABLE:
+                raise ServerUnavailable(f"echod at {self.address}: {name}: {code.name}: "
+                                        f"{details}; {_START_HINT}") from None
+            raise PlanningError(f"echod at {self.address} refused {name}: {code.name}: "
+                                f"{details}", code) from None
 
     def estimate_memory(self, request):
-        return self._call(self._stub.EstimateMemory, request)
+        return self._call(self._stub.EstimateMemory, "EstimateMemory", request)
 
     def generate_recompute_plan(self, request):
-        return self._call(self._stub.GenerateRecomputePlan, request)
+        return self._call(self._stub.GenerateRecomputePlan, "GenerateRecomputePlan", request)
 
     def check_fit(self, request):
-        return self._call(self._stub.CheckFit, request)
+        return self._call(self._stub.CheckFit, "CheckFit", request)

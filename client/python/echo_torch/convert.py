@@ -75,9 +75,11 @@ class JointGraph:
     primals: List[PrimalInfo]
     name: str = "model"
     metadata: Dict[str, str] = dataclasses.field(default_factory=dict)
-    # (primals, tangents) the graph was traced with; real tensors on torch
-    # 1.13 (used to measure per-op workspace), fake ones on torch 2.
+    # (primals, tangents) the graph was traced with (fake tensors).
     example_inputs: Any = None
+    # The real primal tensors, in primal order, when the capture has them
+    # (used to measure per-op workspace); None otherwise.
+    real_primals: Optional[List[Any]] = None
 
 
 @dataclasses.dataclass
@@ -356,8 +358,7 @@ def convert(joint: JointGraph) -> ConvertedGraph:
                        [m.shape if m else None for m in out_metas])
         if fl is not None:
             op.flops = fl
-        op.recomputable = not ops.is_random(node.target) and (
-            not written or ops.base_name(node.target) in ops.RECOMPUTE_WITHOUT_ARGS)
+        op.recomputable = not ops.is_random(node.target) and not written
         op_protos.append(op)
 
     op_index = {info.node.name: i for i, info in enumerate(op_infos)}

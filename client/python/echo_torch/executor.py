@@ -19,6 +19,9 @@ argument, which they clear) and free each value after its last reader, so
 saved tensors die during the backward as the memory model assumes.
 """
 import dataclasses
+import itertools
+import operator
+import weakref
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -120,11 +123,77 @@ class Program:
     def __len__(self):
         return len(self.instrs)
 
+    def to_graph_module(self, slot_meta: Dict[int, Any], slot_names: Dict[int, str]):
+        """The same program as an FX GraphModule, for AOTAutograd's
+        bookkeeping (it reads the partition's graphs: outputs saved for the
+        backward, placeholders, their `val` metadata). `program_of(gm)` gives
+        this Program back; the compilers run the Program."""
+        graph = fx.Graph()
+        root = torch.nn.Module()
+        nodes: Dict[int, fx.Node] = {}
+
+        def to_node(template):
+            if isinstance(template, _Slot):
+                return nodes[template.index]
+            if isinstance(template, torch.Tensor):
+                name = f"_echo_constant_{len(root._buffers)}"
+                root.register_buffer(name, template, persistent=False)
+                return graph.get_attr(name)
+            if isinstance(template, (list, tuple)):
+                mapped = [to_node(t) for t in template]
+                return mapped if isinstance(template, list) else tuple(mapped)
+            if isinstance(template, dict):
+                return {k: to_node(v) for k, v in template.items()}
+            return template
+
+        def define(slot, node):
+            node.meta["val"] = slot_meta.get(slot)
+            nodes[slot] = node
+
+        for slot in self.inputs:
+            define(slot, graph.placeholder(slot_names.get(slot, f"input_{slot}")))
+        for instr in self.instrs:
+            node = graph.call_function(instr.target, to_node(instr.args), to_node(instr.kwargs))
+            if isinstance(instr.out, list):
+                for i, slot in enumerate(instr.out):
+                    if slot is not None:
+                        define(slot, graph.call_function(operator.getitem, (node, i)))
+            else:
+                define(instr.out, node)
+        graph.output([nodes[s] if s is not None else None for s in self.outputs])
+        gm = fx.GraphModule(root, graph)
+        # AOTAutograd may copy the module before compiling it; `meta` is kept
+        # by GraphModule's copies, so it carries a key, not the Program.
+        key = next(_program_keys)
+        _programs[key] = self
+        gm.meta[_PROGRAM_KEY] = key
+        return gm
+
+
+_PROGRAM_KEY = "echo_torch_program"
+_program_keys = itertools.count()
+_programs: "weakref.WeakValueDictionary[int, Program]" = weakref.WeakValueDictionary()
+
+
+def is_echo_module(gm) -> bool:
+    return _PROGRAM_KEY in getattr(gm, "meta", {})
+
+
+def program_of(gm) -> "Program":
+    """The Program a GraphModule from Program.to_graph_module mirrors."""
+    program = _programs.get(getattr(gm, "meta", {}).get(_PROGRAM_KEY))
+    if program is None:
+        raise PlanError("this graph was not partitioned by echo_torch")
+    return program
+
 
 @dataclasses.dataclass
 class Programs:
     forward: Program
     backward: Program
+    # The programs as FX graphs, what an AOTAutograd partition_fn returns.
+    forward_module: Any
+    backward_module: Any
     # Tensor ids of the forward-produced instances the forward saves.
     saved_activation_ids: List[str]
     saved_primal_ids: List[str]
@@ -189,9 +258,6 @@ class _Builder:
         if info.is_view:
             return  # derived on first read
         args, kwargs = self.templates(info.node)
-        if recompute:
-            drop = ops.RECOMPUTE_WITHOUT_ARGS.get(ops.base_name(info.node.target), ())
-            args = tuple(None if i in drop else a for i, a in enumerate(args))
         for tid, slot in zip(info.outputs, self.emit(op_index, args, kwargs)):
             if tid is not None:
                 self.current[tid] = slot
@@ -258,8 +324,14 @@ def build_programs(converted: ConvertedGraph,
     forward = Program("forward", primal_slots, fwd_instrs, fwd_out_slots + saved)
     backward = Program("backward", saved + tangent_slots, bwd_instrs, bwd_out_slots)
     primal_set = set(primal_slots)
+    node_of = {tid: node for node, tid in c.tensor_of.items()}
+    slot_meta = {s: node_of[t].meta.get("val") for s, t in b.slot_tensor.items()
+                 if t in node_of}
+    slot_names = {s: node_of[t].name for s, t in b.slot_tensor.items() if t in node_of}
     return Programs(
         forward=forward, backward=backward,
+        forward_module=forward.to_graph_module(slot_meta, slot_names),
+        backward_module=backward.to_graph_module(slot_meta, slot_names),
         saved_activation_ids=[b.slot_tensor[s] for s in saved if s not in primal_set],
         saved_primal_ids=[b.slot_tensor[s] for s in saved if s in primal_set],
         recompute_count=recompute_count)

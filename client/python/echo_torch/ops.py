@@ -60,15 +60,6 @@ _UNANNOTATED_VIEWS = {"_unsafe_view"}
 FRESH_ALLOCATIONS = {"empty_like", "empty", "new_empty", "empty_strided",
                      "new_empty_strided", "empty.memory_format"}
 
-# Ops that write some inputs in place but have a side-effect-free variant for
-# recomputation: the argument positions to pass as None when re-running. A
-# training-mode batch norm recomputed without its running statistics gives
-# the same outputs and leaves the statistics updated once.
-RECOMPUTE_WITHOUT_ARGS = {
-    "native_batch_norm": (3, 4),
-}
-
-
 def base_name(target):
     """"addmm" for aten.addmm.default; the function name for other callables."""
     schema = getattr(target, "_schema", None)

@@ -7,6 +7,7 @@ from echo_torch import proto
 from echo_torch.client import PlannerClient
 from echo_torch.convert import ConvertedGraph
 from echo_torch.executor import PlanError
+from echo_torch.plan_cache import PlanCache
 
 _pl = proto.planner_pb2
 _g = proto.graph_pb2
@@ -27,6 +28,7 @@ class Plan:
     # The server's answer, when the plan came from echod.
     response: Optional["_pl.GenerateRecomputePlanResponse"] = None
     stash_tensor_ids: Optional[List[str]] = None
+    cached: bool = False  # from the plan cache on disk
 
 
 @dataclasses.dataclass
@@ -132,23 +134,32 @@ def schedule_from_response(converted: ConvertedGraph, response) -> List[Tuple[in
 
 
 class ServerPlanner:
-    """Asks echod's GenerateRecomputePlan."""
+    """Asks echod's GenerateRecomputePlan, through the plan cache on disk
+    unless `cache` is None."""
 
-    def __init__(self, client: PlannerClient, options: PlanRequestOptions):
+    def __init__(self, client: PlannerClient, options: PlanRequestOptions,
+                 cache: Optional[PlanCache] = None):
         self.client = client
         self.options = options
+        self.cache = cache
 
     def plan(self, converted: ConvertedGraph) -> Plan:
-        response = self.client.generate_recompute_plan(
-            plan_request(converted.graph, self.options))
+        request = plan_request(converted.graph, self.options)
+        key = self.cache.key(request, self.client.address) if self.cache else None
+        response = self.cache.get(key) if key else None
+        cached = response is not None
+        if response is None:
+            response = self.client.generate_recompute_plan(request)
+            if key:
+                self.cache.put(key, response)
+        policy = _pl.RecomputePolicy.Name(response.policy or
+                                          POLICIES[self.options.policy.upper()])
         if not response.schedule:
             # An infeasible answer may carry no schedule: run as traced.
-            return Plan(plain_schedule(converted.graph), "echod:" + self.options.policy.upper()
-                        + ":no-schedule", response, [])
-        return Plan(schedule_from_response(converted, response),
-                    "echod:" + _pl.RecomputePolicy.Name(response.policy or
-                                                        POLICIES[self.options.policy.upper()]),
-                    response, list(response.stash_tensor_ids))
+            return Plan(plain_schedule(converted.graph), f"echod:{policy}:no-schedule",
+                        response, [], cached)
+        return Plan(schedule_from_response(converted, response), "echod:" + policy,
+                    response, list(response.stash_tensor_ids), cached)
 
 
 class PlainPlanner:

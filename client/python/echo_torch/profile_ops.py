@@ -9,13 +9,14 @@ inside a record_function scope, and for each node
   workspace = (peak bytes allocated during the node) - (bytes it still holds
               at its end, i.e. its outputs).
 
-On CPU the node's duration is also recorded as measured_time_seconds: the
-fastest of `repeats` runs, as one sample on a busy machine is noisy (tiny ops
-are dominated by dispatch, as they are in training). The RNG state and the
-module's buffers are restored afterwards, so the runs are invisible to
-training.
+Only when the user asks for client timing (`client_timing=True`) is the
+node's duration also sent, as measured_time_seconds with measured_on naming
+the device: the fastest of `repeats` runs, as one sample on a busy machine
+is noisy. By default echod's cost model (and its node's profile cache) gives
+the times, so the same model and server give the same plan. The RNG state
+is restored afterwards, so the runs are invisible to training.
 """
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
 
 import torch
 import torch.fx as fx
@@ -27,14 +28,20 @@ from echo_torch import ops
 _SCOPE = "echo_op:"
 
 
-def _is_fake(value):
-    return isinstance(value, torch.Tensor) and (
-        value.device.type == "meta" or type(value).__name__ == "FakeTensor")
+def real_joint_inputs(joint):
+    """(primals, tangents) with real values for running the joint graph: the
+    captured real primals and tangents of ones shaped like the traced ones;
+    None when the capture has no real primals."""
+    if joint.real_primals is None or joint.example_inputs is None:
+        return None
+    _, fake_tangents = joint.example_inputs
 
+    def like(fake):
+        if not isinstance(fake, torch.Tensor):
+            return fake
+        return torch.ones(fake.shape, dtype=fake.dtype, device=fake.device)
 
-def can_profile(example_inputs) -> bool:
-    flat = pytree.tree_flatten(example_inputs)[0]
-    return bool(flat) and not any(_is_fake(v) for v in flat)
+    return list(joint.real_primals), [like(t) for t in fake_tangents]
 
 
 def _run_joint(gm: fx.GraphModule, example_inputs):
@@ -67,23 +74,28 @@ def _run_joint(gm: fx.GraphModule, example_inputs):
     env.clear()
 
 
-def profile_joint(gm: fx.GraphModule, example_inputs, module: torch.nn.Module = None,
-                  repeats: int = 3) -> Dict[str, Tuple[int, float]]:
-    """{node name: (workspace bytes, seconds)} for the call_function nodes."""
-    buffers = ({n: b.detach().clone() for n, b in module.named_buffers()}
-               if module is not None else {})
+def profile_joint(joint, repeats: int = 1) -> Optional[Dict[str, Tuple[int, float]]]:
+    """{node name: (workspace bytes, seconds)} for the call_function nodes,
+    over `repeats` runs (largest workspace, fastest time); None when the
+    capture has no real inputs. The joint graph is functional, so running it
+    changes no module state; the RNG state is restored."""
     result: Dict[str, Tuple[int, float]] = {}
-    with torch.random.fork_rng(devices=[]), torch.no_grad():
+    devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
+    # AOTAutograd calls the partitioner inside its fake-tensor mode; the
+    # measurement runs real tensors outside it.
+    from torch.utils._python_dispatch import _disable_current_modes
+    with _disable_current_modes(), torch.random.fork_rng(devices=devices), torch.no_grad():
+        joint_inputs = real_joint_inputs(joint)
+        if joint_inputs is None:
+            return None
+        gm = joint.module
         for _ in range(repeats):
             with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-                _run_joint(gm, example_inputs)
+                _run_joint(gm, joint_inputs)
             for name, (workspace, seconds) in _per_node(prof).items():
                 best = result.get(name)
                 result[name] = (max(workspace, best[0]) if best else workspace,
                                 min(seconds, best[1]) if best else seconds)
-    if module is not None:
-        for name, b in module.named_buffers():
-            b.data.copy_(buffers[name])
     return result
 
 
@@ -115,13 +127,15 @@ def _per_node(prof) -> Dict[str, Tuple[int, float]]:
     return result
 
 
-def apply_profile(graph, profile_result, times: bool):
-    """Sets workspace_bytes (and measured_time_seconds when `times`) on the
-    echo ops, whose ids are the FX node names."""
+def apply_profile(graph, profile_result, measured_on: str = ""):
+    """Sets workspace_bytes on the echo ops (whose ids are the FX node names)
+    and, when `measured_on` names where the times were taken,
+    measured_time_seconds with it."""
     for op in graph.ops:
         measured = profile_result.get(op.id)
         if measured is None:
             continue
         op.workspace_bytes = measured[0]
-        if times:
+        if measured_on:
             op.measured_time_seconds = measured[1]
+            op.measured_on = measured_on

@@ -1,0 +1,162 @@
+"""One captured joint graph -> echo graph -> plan -> programs, with the time
+of each stage logged, and what the plan did as a PlanReport. Shared by
+`echo_torch.optimize` and the `torch.compile` backend."""
+import collections
+import dataclasses
+import time
+import warnings
+from typing import Dict, List, Optional
+
+import torch
+
+from echo_torch import profile_ops as op_profiler
+from echo_torch.convert import ConvertedGraph, JointGraph, convert
+from echo_torch.executor import Programs, build_programs
+from echo_torch.log import logger
+
+
+@dataclasses.dataclass
+class PlanReport:
+    """What a plan did to one captured graph (one input signature)."""
+    source: str
+    ops: int
+    tensors: int
+    feasible: Optional[bool] = None
+    baseline_peak_bytes: Optional[int] = None
+    planned_peak_bytes: Optional[int] = None
+    peak_lower_bound_bytes: Optional[int] = None
+    predicted_overhead_ratio: Optional[float] = None
+    # Forward activations the default partition saves vs what this plan saves.
+    default_saved_bytes: int = 0
+    planned_saved_bytes: int = 0
+    recompute_executions: int = 0
+    recomputed_op_types: Dict[str, int] = dataclasses.field(default_factory=dict)
+    # Tensors the plan said to stash that the executor did not need, and the
+    # other way round (views excluded: the executor saves their bases).
+    stash_mismatch: List[str] = dataclasses.field(default_factory=list)
+    message: str = ""
+    # Seconds spent before the first step, by stage.
+    seconds: Dict[str, float] = dataclasses.field(default_factory=dict)
+
+    @property
+    def saved_bytes_reduction(self) -> int:
+        return self.default_saved_bytes - self.planned_saved_bytes
+
+    def __str__(self):
+        mib = 1 << 20
+        lines = [f"echo_torch plan ({self.source}): {self.ops} ops, {self.tensors} tensors"]
+        if self.baseline_peak_bytes is not None:
+            lines.append(
+                f"  predicted peak {self.baseline_peak_bytes / mib:.1f} MiB -> "
+                f"{self.planned_peak_bytes / mib:.1f} MiB "
+                f"({self.baseline_peak_bytes - self.planned_peak_bytes:,} bytes saved), "
+                f"feasible={self.feasible}")
+        lines.append(f"  saved for backward {self.default_saved_bytes / mib:.1f} MiB -> "
+                     f"{self.planned_saved_bytes / mib:.1f} MiB")
+        types = ", ".join(f"{k} x{v}" for k, v in sorted(self.recomputed_op_types.items()))
+        lines.append(f"  {self.recompute_executions} recomputations ({types or 'none'})")
+        if self.predicted_overhead_ratio is not None:
+            lines.append(f"  predicted extra compute {100 * self.predicted_overhead_ratio:.2f}%")
+        if self.seconds:
+            lines.append("  time before the first step: " + ", ".join(
+                f"{k} {v:.2f} s" for k, v in self.seconds.items()))
+        if self.stash_mismatch:
+            lines.append(f"  stash differs from the plan's: {self.stash_mismatch[:8]}")
+        if self.message:
+            lines.append(f"  server: {self.message}")
+        return "\n".join(lines)
+
+
+@dataclasses.dataclass
+class PlannedGraph:
+    converted: ConvertedGraph
+    programs: Programs
+    report: PlanReport
+
+
+def _make_report(converted: ConvertedGraph, plan, programs) -> PlanReport:
+    graph = converted.graph
+    types = collections.Counter(graph.ops[i].op_type for i, rec in plan.schedule if rec)
+    report = PlanReport(
+        source=plan.source, ops=len(graph.ops), tensors=len(graph.tensors),
+        default_saved_bytes=converted.stash_candidate_bytes(),
+        planned_saved_bytes=sum(converted.size_bytes[t] for t in programs.saved_activation_ids),
+        recompute_executions=programs.recompute_count, recomputed_op_types=dict(types))
+    response = plan.response
+    if response is not None:
+        report.feasible = response.feasible
+        report.baseline_peak_bytes = response.baseline_peak_bytes
+        report.planned_peak_bytes = response.planned_peak_bytes
+        report.peak_lower_bound_bytes = response.peak_lower_bound_bytes
+        report.predicted_overhead_ratio = response.recompute_overhead_ratio
+        report.message = response.message
+    if plan.stash_tensor_ids is not None:
+        owners = {t for t in plan.stash_tensor_ids if converted.size_bytes.get(t, 0) > 0}
+        saved = {t for t in programs.saved_activation_ids if converted.size_bytes.get(t, 0) > 0}
+        report.stash_mismatch = sorted(owners ^ saved)
+    return report
+
+
+def _device_description(joint: JointGraph) -> str:
+    """Where client-side op times are taken: "cuda:<name>" or "cpu:<arch>"."""
+    for value in joint.real_primals or ():
+        if isinstance(value, torch.Tensor) and value.is_cuda:
+            return "cuda:" + torch.cuda.get_device_name(value.device)
+    import platform
+    return "cpu:" + platform.machine()
+
+
+def plan_joint(joint: JointGraph, planner, measure_workspace: bool = True,
+               client_timing: bool = False) -> PlannedGraph:
+    """Converts, optionally measures per-op workspace (and, when asked,
+    times) on the real inputs, plans, and builds the programs."""
+    seconds = {}
+    start = time.perf_counter()
+    converted = convert(joint)
+    seconds["convert"] = time.perf_counter() - start
+    logger.info("echo_torch: converted %s: %d ops, %d tensors in %.1f s", joint.name,
+                len(converted.graph.ops), len(converted.graph.tensors), seconds["convert"])
+
+    start = time.perf_counter()
+    measured = (op_profiler.profile_joint(joint, repeats=3 if client_timing else 1)
+                if measure_workspace or client_timing else None)
+    if measured is not None:
+        op_profiler.apply_profile(converted.graph, measured,
+                                  _device_description(joint) if client_timing else "")
+        seconds["profile"] = time.perf_counter() - start
+        logger.info("echo_torch: measured per-op workspace%s in %.1f s",
+                    " and times" if client_timing else "", seconds["profile"])
+
+    start = time.perf_counter()
+    plan = planner.plan(converted)
+    seconds["plan"] = time.perf_counter() - start
+    programs = build_programs(converted, plan.schedule)
+    report = _make_report(converted, plan, programs)
+    report.seconds = seconds
+    logger.info("echo_torch: planned %s (%s%s) in %.2f s: saved for backward %.1f -> "
+                "%.1f MiB, %d recomputations", joint.name, plan.source,
+                ", cached" if plan.cached else "", seconds["plan"],
+                report.default_saved_bytes / 2**20, report.planned_saved_bytes / 2**20,
+                report.recompute_executions)
+    return PlannedGraph(converted, programs, report)
+
+
+class InfeasibleWarning:
+    """Warns once per owner when a memory limit is below what the plan
+    reaches."""
+
+    def __init__(self):
+        self.warned = False
+
+    def check(self, report: PlanReport, stacklevel: int = 4):
+        if self.warned or report.feasible is not False:
+            return
+        self.warned = True
+        mib = 1 << 20
+        reached = report.planned_peak_bytes or 0
+        bound = report.peak_lower_bound_bytes or 0
+        warnings.warn(
+            f"echo_torch: the memory limit cannot be met for {report.source}; the plan "
+            f"reaches a peak of {reached / mib:.1f} MiB ({reached} bytes; no schedule goes "
+            f"below {bound / mib:.1f} MiB). Raise memory_limit_bytes to at least that, or "
+            "use max_overhead_ratio", RuntimeWarning, stacklevel=stacklevel)
