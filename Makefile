@@ -12,12 +12,15 @@ RUN_PACKAGES := build-essential cmake pkg-config libgrpc++-dev \
   protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev \
   prometheus-cpp-dev libspdlog-dev nlohmann-json3-dev coinor-libcbc-dev \
   libgtest-dev libgmock-dev libbenchmark-dev
-TEST_PACKAGES := $(RUN_PACKAGES) python3 python3-torch python3-torchvision \
-  python3-grpcio python3-protobuf python3-networkx curl
+TEST_PACKAGES := $(RUN_PACKAGES) python3 python3-venv python3-pip curl
+# The PyTorch hook's tests: a venv with torch (CPU build) and echo-torch,
+# installed the way README tells users to.
+VENV := $(BUILD_DIR)/venv
+TORCH_VERSION ?= 2.13.0
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps test-deps configure build run test bench clean
+.PHONY: all deps test-deps configure build run test bench python-venv clean
 
 all: build
 
@@ -54,7 +57,14 @@ run: build
 	$(BUILD_DIR)/bin/echod --grpc_address=$(GRPC_ADDRESS) \
 	  --metrics_address=$(METRICS_ADDRESS)
 
-test: test-deps configure
+python-venv:
+	@[ -x $(VENV)/bin/python ] || /usr/bin/python3 -m venv $(VENV)
+	@$(VENV)/bin/python -c 'import torch, sys; sys.exit(torch.__version__.split("+")[0] != "$(TORCH_VERSION)")' 2>/dev/null \
+	  || $(VENV)/bin/pip install -q torch==$(TORCH_VERSION)
+	$(VENV)/bin/pip install -q ./client/python[bench] networkx
+	$(VENV)/bin/python -c 'import echo_torch, torch; print("echo-torch", echo_torch.__version__, "on torch", torch.__version__)'
+
+test: test-deps configure python-venv
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 	cd $(BUILD_DIR) && ctest --output-on-failure --timeout 1800
 

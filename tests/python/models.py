@@ -273,17 +273,52 @@ class GPT(nn.Module):
         return seq[:, :-1].contiguous(), seq[:, 1:].contiguous()
 
 
-class ResNet50(nn.Module):
-    """torchvision's ResNet-50 with a cross-entropy loss."""
+class Bottleneck(nn.Module):
+    """ResNet's 1x1 -> 3x3 -> 1x1 block with batch norms and a projection
+    shortcut where the shape changes (He et al. 2016, v1.5 strides)."""
 
-    def __init__(self, batch=8, image=96, classes=100):
+    def __init__(self, inplanes, planes, stride):
         super().__init__()
-        import torchvision
-        self.net = torchvision.models.resnet50(num_classes=classes)
+        out = planes * 4
+        self.conv1 = nn.Conv2d(inplanes, planes, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(planes)
+        self.conv2 = nn.Conv2d(planes, planes, 3, stride, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.conv3 = nn.Conv2d(planes, out, 1, bias=False)
+        self.bn3 = nn.BatchNorm2d(out)
+        self.shortcut = None
+        if stride != 1 or inplanes != out:
+            self.shortcut = nn.Sequential(nn.Conv2d(inplanes, out, 1, stride, bias=False),
+                                          nn.BatchNorm2d(out))
+
+    def forward(self, x):
+        y = F.relu(self.bn1(self.conv1(x)))
+        y = F.relu(self.bn2(self.conv2(y)))
+        y = self.bn3(self.conv3(y))
+        return F.relu(y + (x if self.shortcut is None else self.shortcut(x)))
+
+
+class ResNet50(nn.Module):
+    """ResNet-50 (stages of 3, 4, 6, 3 bottlenecks) with a cross-entropy
+    loss, written out so the suite needs no torchvision."""
+
+    def __init__(self, batch=8, image=96, classes=100, width=64):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, width, 7, 2, 3, bias=False),
+                                  nn.BatchNorm2d(width), nn.ReLU(), nn.MaxPool2d(3, 2, 1))
+        blocks, inplanes = [], width
+        for stage, (count, stride) in enumerate(((3, 1), (4, 2), (6, 2), (3, 2))):
+            planes = width * 2 ** stage
+            for i in range(count):
+                blocks.append(Bottleneck(inplanes, planes, stride if i == 0 else 1))
+                inplanes = planes * 4
+        self.blocks = nn.Sequential(*blocks)
+        self.fc = nn.Linear(inplanes, classes)
         self.batch, self.image, self.classes = batch, image, classes
 
     def forward(self, images, labels):
-        return F.cross_entropy(self.net(images), labels)
+        features = self.blocks(self.stem(images)).mean(dim=(2, 3))
+        return F.cross_entropy(self.fc(features), labels)
 
     def example_inputs(self, generator=None):
         images = torch.randn(self.batch, 3, self.image, self.image, generator=generator)

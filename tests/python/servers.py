@@ -15,8 +15,6 @@ import grpc
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(REPO, "client", "python"))
-
 from echo_torch import proto  # noqa: E402
 from echo_torch.planners import schedule_from_stash, stash_of_schedule  # noqa: E402
 

@@ -10,7 +10,7 @@ import torch
 
 import harness
 import servers
-from echo_torch import optimize, proto, report, resolve_address
+from echo_torch import PlanningError, optimize, proto, report, resolve_address
 from test_executor import Mlp
 
 _pl = proto.planner_pb2
@@ -95,8 +95,13 @@ class FakeServerTest(unittest.TestCase):
         error = (grpc.StatusCode.INVALID_ARGUMENT, "op 'x' reads unknown tensor")
         with servers.FakeServer(error=error) as server:
             strict = optimize(self.model, server=server.address, on_error="raise")
-            with self.assertRaises(grpc.RpcError):
+            with self.assertRaises(PlanningError) as raised:
                 strict(*self.inputs)
+            # One line naming the server, the method, the code and the reason.
+            message = str(raised.exception)
+            self.assertNotIn("\n", message)
+            self.assertRegex(message, r"echod at 127\.0\.0\.1:\d+ refused GenerateRecomputePlan: "
+                                      r"INVALID_ARGUMENT: op 'x' reads unknown tensor")
             lenient = optimize(self.model, server=server.address)
             with self.assertWarnsRegex(RuntimeWarning, "unknown tensor"):
                 lenient(*self.inputs).backward()

@@ -18,7 +18,7 @@ import torch
 import harness
 import models
 import servers
-from echo_torch import PlannerClient, proto, report
+from echo_torch import PlannerClient, PlanningError, proto, report
 
 _pl = proto.planner_pb2
 PEAK_TOLERANCE = 0.05
@@ -47,10 +47,9 @@ class ModelSuiteTest(unittest.TestCase):
         cls.plans_unavailable = None
         try:
             cls.client.generate_recompute_plan(_pl.GenerateRecomputePlanRequest())
-        except grpc.RpcError as error:
-            if error.code() == grpc.StatusCode.UNIMPLEMENTED:
-                cls.plans_unavailable = ("echod does not serve GenerateRecomputePlan yet: "
-                                         f"{error.details()}")
+        except PlanningError as error:
+            if error.code == grpc.StatusCode.UNIMPLEMENTED:
+                cls.plans_unavailable = f"echod does not serve GenerateRecomputePlan: {error}"
 
     @classmethod
     def tearDownClass(cls):

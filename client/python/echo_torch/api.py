@@ -216,6 +216,7 @@ class EchoBackend:
         self._measure_workspace = measure_workspace
         self._client_timing = client_timing
         self._reports: List[PlanReport] = []
+        self._planned: List[PlannedGraph] = []
         self._infeasible = InfeasibleWarning()
         self.fallback_reason: Optional[str] = None
 
@@ -238,6 +239,7 @@ class EchoBackend:
                         raise
                     fallback["reason"] = f"{error}"
                 else:
+                    self._planned.append(planned)  # keeps the programs alive
                     self._reports.append(planned.report)
                     self._infeasible.check(planned.report, stacklevel=2)
                     return planned.programs.forward_module, planned.programs.backward_module

@@ -65,6 +65,8 @@ class PlannerClient:
         try:
             response = self._health.Check(request, timeout=timeout, wait_for_ready=False)
         except grpc.RpcError as error:
+            if error.code() not in _UNREACHABLE:
+                return  # it answered (e.g. a server without the health service)
             if error.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
                 reason = f"no answer within {timeout:g} s"
             else:

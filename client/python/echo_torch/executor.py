@@ -19,9 +19,7 @@ argument, which they clear) and free each value after its last reader, so
 saved tensors die during the backward as the memory model assumes.
 """
 import dataclasses
-import itertools
 import operator
-import weakref
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -101,7 +99,14 @@ class Program:
             instr.frees = tuple(frees[i])
         self.unused_inputs = tuple(s for s in inputs if s not in last_use and s not in keep)
 
-    def __call__(self, args: List[Any]):
+    def __call__(self, *call_args):
+        # Boxed (one list, cleared here) as AOTAutograd calls compiled
+        # programs; unboxed when a wrapper (e.g. Dynamo's) unpacks the list.
+        if len(call_args) == 1 and isinstance(call_args[0], list):
+            args = call_args[0]
+        else:
+            args = list(call_args)
+            del call_args
         env: Dict[int, Any] = dict(zip(self.inputs, args))
         if isinstance(args, list):
             args.clear()
@@ -162,17 +167,20 @@ class Program:
                 define(instr.out, node)
         graph.output([nodes[s] if s is not None else None for s in self.outputs])
         gm = fx.GraphModule(root, graph)
-        # AOTAutograd may copy the module before compiling it; `meta` is kept
-        # by GraphModule's copies, so it carries a key, not the Program.
-        key = next(_program_keys)
-        _programs[key] = self
-        gm.meta[_PROGRAM_KEY] = key
+        # AOTAutograd may copy the module before compiling it (lazily, for
+        # the backward); GraphModule's copies keep `meta`, and a Program
+        # copies as itself.
+        gm.meta[_PROGRAM_KEY] = self
         return gm
+
+    def __deepcopy__(self, memo):
+        return self
+
+    def __copy__(self):
+        return self
 
 
 _PROGRAM_KEY = "echo_torch_program"
-_program_keys = itertools.count()
-_programs: "weakref.WeakValueDictionary[int, Program]" = weakref.WeakValueDictionary()
 
 
 def is_echo_module(gm) -> bool:
@@ -181,7 +189,7 @@ def is_echo_module(gm) -> bool:
 
 def program_of(gm) -> "Program":
     """The Program a GraphModule from Program.to_graph_module mirrors."""
-    program = _programs.get(getattr(gm, "meta", {}).get(_PROGRAM_KEY))
+    program = getattr(gm, "meta", {}).get(_PROGRAM_KEY)
     if program is None:
         raise PlanError("this graph was not partitioned by echo_torch")
     return program
@@ -246,11 +254,16 @@ class _Builder:
         return (fx.node.map_arg(node.args, self.value),
                 fx.node.map_arg(node.kwargs, self.value))
 
-    def emit(self, op_index: int, args, kwargs) -> List[Optional[int]]:
+    def emit(self, op_index: int, args, kwargs, target=None,
+             outputs: Optional[int] = None) -> List[Optional[int]]:
+        """Appends a call of the op (or of `target` in its place, producing
+        only its first `outputs` outputs)."""
         info = self.c.ops[op_index]
-        slots = [self.new_slot(t) if t is not None else None for t in info.outputs]
+        wanted = info.outputs if outputs is None else info.outputs[:outputs]
+        slots = [self.new_slot(t) if t is not None else None for t in wanted]
         out = slots if info.multi_output else slots[0]
-        self.instrs.append(_Instr(info.node.target, _to_plain(args), _to_plain(kwargs), out))
+        self.instrs.append(_Instr(target or info.node.target, _to_plain(args),
+                                  _to_plain(kwargs), out))
         return slots
 
     def run_op(self, op_index: int, recompute: bool):
@@ -258,7 +271,13 @@ class _Builder:
         if info.is_view:
             return  # derived on first read
         args, kwargs = self.templates(info.node)
-        for tid, slot in zip(info.outputs, self.emit(op_index, args, kwargs)):
+        substitute = ops.recompute_substitute(info.node.target) if recompute else None
+        if substitute is not None:
+            emitted = self.emit(op_index, substitute.args(args), kwargs, substitute.target,
+                                substitute.outputs)
+        else:
+            emitted = self.emit(op_index, args, kwargs)
+        for tid, slot in zip(info.outputs, emitted):
             if tid is not None:
                 self.current[tid] = slot
 

@@ -60,7 +60,7 @@ def tensor_bytes(tensors: Iterable[torch.Tensor]) -> int:
     """Bytes of the distinct storages of `tensors`."""
     seen, total = set(), 0
     for t in tensors:
-        storage = t.storage()
+        storage = t.untyped_storage()
         if storage.data_ptr() in seen:
             continue
         seen.add(storage.data_ptr())
@@ -72,14 +72,14 @@ def measure_saved(fn: Callable[[], object],
                   preexisting: Iterable[torch.Tensor] = ()) -> Tuple[int, object]:
     """Bytes of distinct storages autograd saves while fn() runs (a forward),
     not counting storages of `preexisting` tensors."""
-    skip = {t.storage().data_ptr() for t in preexisting}
+    skip = {t.untyped_storage().data_ptr() for t in preexisting}
     storages = {}
 
     def pack(t):
         if isinstance(t, torch.Tensor) and t.device.type != "meta":
-            ptr = t.storage().data_ptr()
+            ptr = t.untyped_storage().data_ptr()
             if ptr not in skip:
-                storages[ptr] = t.storage().nbytes()
+                storages[ptr] = t.untyped_storage().nbytes()
         return t
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):

@@ -1,7 +1,11 @@
 """What the planner needs to know about an aten op: its class, whether its
 outputs alias its inputs, whether it may run twice, and its FLOPs."""
+import dataclasses
 import math
 import operator
+from typing import Any, Callable, Optional
+
+import torch
 
 from echo_torch import proto
 
@@ -59,6 +63,29 @@ _UNANNOTATED_VIEWS = {"_unsafe_view"}
 # is their only reader, the in-place op's output owns the bytes.
 FRESH_ALLOCATIONS = {"empty_like", "empty", "new_empty", "empty_strided",
                      "new_empty_strided", "empty.memory_format"}
+
+@dataclasses.dataclass(frozen=True)
+class RecomputeSubstitute:
+    """What a recomputation runs instead of an op whose original reads an
+    input that AOTAutograd updates in place after the forward (a saved
+    reference to it would fail autograd's version check): `target` on
+    `args(original_args)`, producing the first `outputs` outputs."""
+    target: Any
+    args: Callable
+    outputs: int
+
+
+def recompute_substitute(target) -> Optional[RecomputeSubstitute]:
+    """A training-mode batch norm recomputed without its running statistics
+    (the no_stats overload) gives the same output, mean and rstd, and leaves
+    the statistics, which the forward updated, alone."""
+    if base_name(target) == "_native_batch_norm_legit_functional":
+        # (input, weight, bias, running_mean, running_var, training, momentum, eps)
+        return RecomputeSubstitute(
+            torch.ops.aten._native_batch_norm_legit.no_stats,
+            lambda a: (a[0], a[1], a[2], a[5], a[6], a[7]), 3)
+    return None
+
 
 def base_name(target):
     """"addmm" for aten.addmm.default; the function name for other callables."""

@@ -91,8 +91,13 @@ def _make_report(converted: ConvertedGraph, plan, programs) -> PlanReport:
         report.predicted_overhead_ratio = response.recompute_overhead_ratio
         report.message = response.message
     if plan.stash_tensor_ids is not None:
-        owners = {t for t in plan.stash_tensor_ids if converted.size_bytes.get(t, 0) > 0}
-        saved = {t for t in programs.saved_activation_ids if converted.size_bytes.get(t, 0) > 0}
+        # Graph outputs (e.g. updated batch-norm statistics) are live to the
+        # end whether or not a plan lists them.
+        outputs = {t.id for t in graph.tensors if t.is_output}
+        owners = {t for t in plan.stash_tensor_ids
+                  if converted.size_bytes.get(t, 0) > 0 and t not in outputs}
+        saved = {t for t in programs.saved_activation_ids
+                 if converted.size_bytes.get(t, 0) > 0 and t not in outputs}
         report.stash_mismatch = sorted(owners ^ saved)
     return report
 

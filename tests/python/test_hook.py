@@ -1,0 +1,227 @@
+"""What a user may hand echo_torch: eval mode with batch norm, dropout,
+in-place ops, autocast, no_grad regions, changing batch sizes, wrapping
+twice, infeasible budgets, torch.compile, and the plan cache; plus
+deterministic requests and the progress log."""
+import contextlib
+import tempfile
+import time
+import unittest
+import warnings
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import harness
+import servers
+import echo_torch
+from echo_torch import PlanCache, optimize, report
+from echo_torch.planners import StashSetPlanner
+
+
+class ConvNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3)
+        self.bn1 = nn.BatchNorm2d(8)
+        self.conv2 = nn.Conv2d(8, 4, 3)
+        self.bn2 = nn.BatchNorm2d(4)
+        self.drop = nn.Dropout(0.3)
+        self.fc = nn.Linear(4 * 4 * 4, 3)
+
+    def forward(self, x):
+        x = F.relu(self.bn1(self.conv1(x)))
+        x = torch.tanh(self.bn2(self.conv2(x)))
+        return self.fc(self.drop(x.flatten(1))).square().mean()
+
+
+class Quirky(nn.Module):
+    """In-place ops, a no_grad region and views."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(16, 32)
+        self.b = nn.Linear(32, 16)
+
+    def forward(self, x):
+        h = self.a(x) + 0.5
+        with torch.no_grad():
+            scale = h.detach().abs().mean() + 1.0
+        h.mul_(2.0)
+        h = F.relu(h, inplace=True)
+        h = h.view(-1, 8, 4).transpose(1, 2).reshape(-1, 32) / scale
+        return torch.sigmoid(self.b(h)).sum()
+
+
+def _conv_stash(model, x):
+    graph = echo_torch.capture_graph(model, x).graph
+    return [t for op in graph.ops if op.op_type == "aten::convolution" for t in op.output_ids]
+
+
+def _assert_same(test, got, want):
+    torch.testing.assert_close(got.loss, want.loss, rtol=1e-5, atol=1e-6)
+    test.assertLess(harness.max_grad_diff(got, want), 1e-5)
+
+
+class UserModelsTest(unittest.TestCase):
+    def setUp(self):
+        torch.manual_seed(0)
+
+    def test_eval_mode_batch_norm_recomputed(self):
+        model = ConvNet().eval()
+        x = torch.randn(4, 3, 8, 8)
+        wrapped = optimize(model, planner=StashSetPlanner(_conv_stash(model, x)),
+                           on_error="raise")
+        planned = harness.run_step(model, wrapped, (x,))
+        _assert_same(self, planned, harness.eager(model, (x,)))
+        recomputed = report(wrapped).recomputed_op_types
+        self.assertEqual(recomputed.get("aten::_native_batch_norm_legit_no_training"), 2)
+
+    def test_training_batch_norm_and_dropout_follow_eager(self):
+        ref, model = ConvNet(), ConvNet()
+        model.load_state_dict(ref.state_dict())
+        x = torch.randn(4, 3, 8, 8)
+        wrapped = optimize(model, planner=StashSetPlanner(_conv_stash(model, x)),
+                           on_error="raise")
+        for seed in (1, 2):
+            torch.manual_seed(seed)
+            want = ref(x)
+            want.backward()
+            torch.manual_seed(seed)
+            got = wrapped(x)
+            got.backward()
+            torch.testing.assert_close(got, want)
+        for (name, a), b in zip(ref.state_dict().items(), model.state_dict().values()):
+            torch.testing.assert_close(b, a, msg=name)  # running stats updated once a step
+        for a, b in zip(ref.parameters(), model.parameters()):
+            torch.testing.assert_close(b.grad, a.grad)
+
+    def test_in_place_views_and_no_grad_region(self):
+        model = Quirky()
+        x = torch.randn(8, 16)
+        wrapped = optimize(model, planner=StashSetPlanner([]), on_error="raise")
+        _assert_same(self, harness.run_step(model, wrapped, (x,)), harness.eager(model, (x,)))
+
+    def test_autocast_is_part_of_the_signature(self):
+        model = Quirky()
+        x = torch.randn(8, 16)
+        wrapped = optimize(model, planner=StashSetPlanner([]), on_error="raise")
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            want = model(x)
+            got = wrapped(x)
+        torch.testing.assert_close(got, want)
+        self.assertEqual(got.dtype, want.dtype)
+        wrapped(x).backward()  # fp32 again: a second capture
+        self.assertEqual(len(wrapped.reports()), 2)
+
+    def test_batch_size_change_plans_again(self):
+        model = Quirky()
+        wrapped = optimize(model, planner=StashSetPlanner([]), on_error="raise")
+        for batch in (8, 4, 8):
+            x = torch.randn(batch, 16)
+            torch.testing.assert_close(wrapped(x), model(x))
+        self.assertEqual(len(wrapped.reports()), 2)
+
+    def test_wrapping_twice_rewraps_the_model(self):
+        model = Quirky()
+        once = optimize(model, planner=StashSetPlanner([]))
+        with self.assertWarnsRegex(RuntimeWarning, "already wrapped"):
+            twice = optimize(once, planner=StashSetPlanner([]), on_error="raise")
+        self.assertIs(twice.module, model)
+        x = torch.randn(8, 16)
+        _assert_same(self, harness.run_step(model, twice, (x,)), harness.eager(model, (x,)))
+
+    def test_torch_compile_backend(self):
+        model = ConvNet()
+        x = torch.randn(4, 3, 8, 8)
+        with servers.FakeServer() as server:
+            backend = echo_torch.backend(server=server.address, on_error="raise",
+                                         plan_cache=False)
+            compiled = torch.compile(model, backend=backend, dynamic=False)
+            got = harness.run_step(model, compiled, (x,), seed=5)
+            self.assertGreaterEqual(len(server.servicer.requests), 1)
+        torch._dynamo.reset()
+        _assert_same(self, got, harness.eager(model, (x,), seed=5))
+        rep = report(backend)
+        self.assertIsNotNone(rep)
+        self.assertIn("fake planner", rep.message)
+
+
+class ServerBehaviourTest(unittest.TestCase):
+    def setUp(self):
+        torch.manual_seed(0)
+        self.model = Quirky()
+        self.x = torch.randn(8, 16)
+
+    def test_refused_connection_fails_over_at_once(self):
+        address = f"127.0.0.1:{servers.free_port()}"  # nobody listens
+        wrapped = optimize(self.model, server=address, timeout_seconds=30)
+        start = time.perf_counter()
+        with self.assertWarnsRegex(RuntimeWarning, "not reachable"):
+            wrapped(self.x).backward()
+        self.assertLess(time.perf_counter() - start, 2.0)
+        self.assertNotIn("\n", wrapped.fallback_reason)
+        self.assertIn("ECHO_SERVER", wrapped.fallback_reason)
+
+    def test_same_model_same_request_and_no_client_times(self):
+        with servers.FakeServer() as server:
+            for _ in range(2):
+                wrapped = optimize(Quirky(), server=server.address, plan_cache=False,
+                                   on_error="raise")
+                wrapped(self.x).backward()
+            first, second = server.servicer.requests
+        self.assertEqual(first.SerializeToString(deterministic=True),
+                         second.SerializeToString(deterministic=True))
+        self.assertFalse(any(op.HasField("measured_time_seconds") for op in first.graph.ops))
+
+    def test_plan_cache_skips_the_server_and_survives_bad_entries(self):
+        with tempfile.TemporaryDirectory() as tmp, servers.FakeServer() as server:
+            cache = PlanCache(tmp)
+            for _ in range(2):
+                optimize(Quirky(), server=server.address, plan_cache=cache,
+                         on_error="raise")(self.x).backward()
+            self.assertEqual(len(server.servicer.requests), 1)
+            import glob
+            (entry,) = glob.glob(tmp + "/*.binpb")
+            with open(entry, "wb") as f:
+                f.write(b"\xff not a plan")
+            with self.assertLogs("echo_torch", "WARNING"):
+                optimize(Quirky(), server=server.address, plan_cache=cache,
+                         on_error="raise")(self.x).backward()
+            self.assertEqual(len(server.servicer.requests), 2)
+
+    def test_progress_is_logged_with_times(self):
+        with servers.FakeServer() as server, self.assertLogs("echo_torch", "INFO") as logs:
+            optimize(self.model, server=server.address, plan_cache=False,
+                     on_error="raise")(self.x).backward()
+        text = "\n".join(logs.output)
+        for stage in (r"captured Quirky \(\d+ joint ops\) in [\d.]+ s",
+                      r"converted Quirky: \d+ ops, \d+ tensors in [\d.]+ s",
+                      r"measured per-op workspace in [\d.]+ s",
+                      r"planned Quirky \(echod:RECOMPUTE_POLICY_AUTO\) in [\d.]+ s"):
+            self.assertRegex(text, stage)
+
+
+@unittest.skipIf(servers.echod_path() is None, "echod is not built")
+class RealServerTest(unittest.TestCase):
+    def test_infeasible_budget_warns_once_with_the_reachable_peak(self):
+        torch.manual_seed(0)
+        model = Quirky()
+        x = torch.randn(8, 16)
+        with servers.Echod() as echod:
+            wrapped = optimize(model, server=echod.address, memory_limit_bytes=1,
+                               plan_cache=False, on_error="raise")
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                for _ in range(2):
+                    wrapped(x).backward()
+        messages = [str(w.message) for w in caught if "echo_torch" in str(w.message)]
+        self.assertEqual(len(messages), 1, messages)
+        rep = report(wrapped)
+        self.assertFalse(rep.feasible)
+        self.assertIn("cannot be met", messages[0])
+        self.assertIn(f"({rep.planned_peak_bytes} bytes", messages[0])
+
+
+if __name__ == "__main__":
+    unittest.main()
