@@ -1,27 +1,65 @@
 #!/usr/bin/env bash
-# Builds Echo with the CUDA profiler and runs, on a machine with a GPU: the
-# profiler unit tests, the GPU tests (CTest label `gpu`) and the calibration
-# (profiled vs analytic times, fitted efficiencies).
+# The GPU check, one script for a machine with one NVIDIA GPU whose image has
+# torch (2.11 with CUDA), grpcio and protobuf, but no gRPC C++ libraries and
+# no network. Everything else travels with the working tree as the bundle
+# that tests/gpu/make_bundle.sh makes here (echod and its libraries, the
+# CUDA profiler plugin and its tests when the build has them, the echo-torch
+# wheel; `carry` build/gpu-bundle with the device runner).
 #
-#   tests/gpu/run_on_gpu.sh [build dir]      (default: build-gpu)
+#   tests/gpu/run_on_gpu.sh OUTDIR [bundle dir]     (default bundle: build/gpu-bundle)
 #
-# Results go to $OUT when set (the device runner's output folder), else to
-# the build dir: gpu_tests.txt, calibration.txt, calibration.csv.
-set -euo pipefail
+# In OUTDIR: nvidia_smi.txt, profiler.txt / calibration.{txt,csv} (when the
+# bundle has the profiler), frontier/ (the suite at CI sizes on the GPU:
+# results.json, frontier.md, frontier.png), nmt_paper/ (the paper-scale NMT
+# row), and summary.txt with each stage's exit code and time. Each stage has
+# a time limit so that the whole run stays under 8 minutes.
+set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
-build="${1:-$root/build-gpu}"
-out="${OUT:-$build}"
+out="${1:?usage: run_on_gpu.sh OUTDIR [bundle dir]}"
+bundle="${2:-$root/build/gpu-bundle}"
 mkdir -p "$out"
+summary="$out/summary.txt"
+: >"$summary"
 
-command -v nvidia-smi >/dev/null && nvidia-smi | tee "$out/nvidia_smi.txt" || true
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DECHO_WITH_CUDA=ON
-cmake --build "$build" -j"$(nproc)" \
-  --target profiler_tests gpu_profiler_tests echo_calibrate
+stage() {  # stage NAME SECONDS COMMAND...
+  local name="$1" limit="$2" start rc
+  shift 2
+  start=$(date +%s)
+  timeout --kill-after=10 "$limit" "$@" >"$out/$name.log" 2>&1
+  rc=$?
+  echo "$name: exit $rc in $(($(date +%s) - start)) s" | tee -a "$summary"
+  tail -n 40 "$out/$name.log"
+  return 0
+}
 
-status=0
-"$build/bin/profiler_tests" --gtest_brief=1 || status=1
-(cd "$build" && ctest -L gpu --output-on-failure) 2>&1 | tee "$out/gpu_tests.txt" || status=1
-"$build/bin/gpu_profiler_tests" 2>&1 | tee -a "$out/gpu_tests.txt" || status=1
-"$build/bin/echo_calibrate" --csv="$out/calibration.csv" 2>&1 \
-  | tee "$out/calibration.txt" || status=1
-exit "$status"
+[ -x "$bundle/bin/echod" ] || { echo "no bundle at $bundle: run tests/gpu/make_bundle.sh" >&2; exit 2; }
+export LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export ECHO_ECHOD="$bundle/bin/echod"
+export ECHO_TORCH_CACHE_DIR="$out/plan_cache"
+command -v nvidia-smi >/dev/null && nvidia-smi >"$out/nvidia_smi.txt" 2>&1
+
+# 1. The profiler's GPU tests and calibration (bundle built with CUDA).
+if [ -f "$bundle/bin/libecho_cuda_plugin.so" ]; then
+  stage profiler 90 "$bundle/bin/profiler_tests" --gtest_brief=1
+  stage gpu_profiler 90 "$bundle/bin/gpu_profiler_tests"
+  stage calibration 90 "$bundle/bin/echo_calibrate" --csv="$out/calibration.csv"
+else
+  echo "profiler: not in this bundle (built without the CUDA plugin)" | tee -a "$summary"
+fi
+
+# 2. The hook: echo-torch from the bundled wheel into a venv that sees the
+# image's torch, grpcio and protobuf.
+python="${PYTHON:-python3}"
+venv="$out/venv"
+"$python" -m venv --system-site-packages "$venv" &&
+  "$venv/bin/pip" install -q --no-deps --no-index "$bundle"/wheels/echo_torch-*.whl ||
+  { echo "hook: could not install the wheel" | tee -a "$summary"; exit 1; }
+"$venv/bin/python" -c 'import torch, echo_torch; print("torch", torch.__version__,
+  "cuda", torch.cuda.is_available(), torch.cuda.get_device_name() if torch.cuda.is_available() else "")' \
+  | tee -a "$summary"
+
+cd "$root/tests/python" || exit 1
+stage frontier 210 "$venv/bin/python" bench_frontier.py --cuda --out "$out/frontier"
+stage nmt_paper 150 "$venv/bin/python" bench_frontier.py --cuda --models nmt-paper \
+  --out "$out/nmt_paper"
+cat "$summary"

@@ -89,6 +89,24 @@ class PlanApplicationTest(unittest.TestCase):
         self.assertEqual(sorted(stash_of_schedule(graph, schedule)),
                          sorted(programs.saved_activation_ids))
 
+    def test_recompute_between_forward_and_backward_belongs_to_the_backward(self):
+        converted = capture_graph(self.model, *self.inputs)
+        graph = converted.graph
+        stash = _heavy_stash(graph)
+        schedule = schedule_from_stash(graph, stash)
+        split = schedule.index((converted.first_backward_op, False))
+        # Move the backward's first recomputation to just before the first
+        # backward op, where a planner may put it.
+        first = next(k for k in range(split, len(schedule)) if schedule[k][1])
+        moved = schedule[:split] + [schedule[first]] + schedule[split:first] + \
+            schedule[first + 1:]
+        programs = build_programs(converted, moved)
+        self.assertEqual(programs.recompute_count, sum(rec for _, rec in schedule))
+        recomputed = graph.ops[schedule[first][0]]
+        self.assertNotIn(recomputed.output_ids[0], programs.saved_activation_ids)
+        self.assertEqual(sorted(programs.saved_activation_ids),
+                         sorted(build_programs(converted, schedule).saved_activation_ids))
+
     def test_invalid_schedules_are_rejected(self):
         converted = capture_graph(self.model, *self.inputs)
         plain = plain_schedule(converted.graph)

@@ -2,7 +2,7 @@
 
 Per model: echo_torch's plain partition and its plans give the eager loss and
 gradients; the bytes the forward saves are what the plan says; the measured
-peak of a training step is within 5% of echod's prediction for the exported
+peak of a training step is within 1% of echod's prediction for the exported
 graph (EstimateMemory for the plain schedule, planned_peak_bytes for plans);
 functorch's min-cut partition is measured the same way as the peer.
 
@@ -21,7 +21,7 @@ import servers
 from echo_torch import PlannerClient, PlanningError, proto, report
 
 _pl = proto.planner_pb2
-PEAK_TOLERANCE = 0.05
+PEAK_TOLERANCE = 0.01
 ECHOD = servers.echod_path()
 SKIP_REASON = ("echod is not built (looked for $ECHO_ECHOD and build/bin/echod); "
                "build it to run the model suite")

@@ -142,11 +142,35 @@ class EchoModule(nn.Module):
         return self.module(*args, **kwargs)
 
 
+# echod prices ops with the roofline of a DeviceSpec from its catalog: the
+# model's GPU when it is one the catalog knows, else this reference GPU (on
+# CPU-only machines too, so that plans are the same everywhere).
+REFERENCE_DEVICE = "h100-80gb"
+_CATALOG_BY_GPU_NAME = (("h200", "h200"), ("h100", "h100-80gb"), ("a100", "a100-{mem}"),
+                        ("v100", "v100-{mem}"), ("2080 ti", "rtx-2080-ti"), ("l4", "l4"))
+
+
+def default_device(on_cuda: bool) -> str:
+    """The catalog name echod prices ops with when the user names none."""
+    if not on_cuda:
+        return REFERENCE_DEVICE
+    name = torch.cuda.get_device_name().lower()
+    memory_gib = torch.cuda.get_device_properties(0).total_memory / 2**30
+    for needle, catalog in _CATALOG_BY_GPU_NAME:
+        if needle in name:
+            if "a100" in catalog:
+                return catalog.format(mem="80gb" if memory_gib > 48 else "40gb")
+            return catalog.format(mem="32gb" if memory_gib > 20 else "16gb")
+    return REFERENCE_DEVICE
+
+
 def _server_planner(server, policy, memory_limit_bytes, max_overhead_ratio, timeout_seconds,
                     device, allocator_rounding_bytes, max_recompute_depth,
                     solver_time_limit_seconds, plan_cache, on_cuda):
     if allocator_rounding_bytes is None:
         allocator_rounding_bytes = 512 if on_cuda else 0
+    if device is None:
+        device = default_device(on_cuda)
     options = PlanRequestOptions(
         policy=policy, memory_limit_bytes=memory_limit_bytes,
         max_overhead_ratio=max_overhead_ratio, device=device,
@@ -174,8 +198,9 @@ def optimize(model: nn.Module, *, server: Optional[str] = None, policy: str = "A
     server: "host:port" or "unix:///path" (default $ECHO_SERVER, else
     127.0.0.1:50051). policy: AUTO, NONE, ECHO, CHEN_SQRT or OPTIMAL. Give at
     most one of memory_limit_bytes and max_overhead_ratio (neither: the
-    server's default of 5% overhead). device: a DeviceSpec catalog name whose
-    cost model prices the ops (default: echod's own). If echod is unreachable
+    server's default of 5% overhead). device: the DeviceSpec catalog name
+    whose roofline prices the ops (default: the model's GPU if the catalog
+    knows it, else h100-80gb, also on CPU). If echod is unreachable
     the model runs unmodified and one warning is issued; on_error="raise"
     raises on planning failures instead of falling back. measure_workspace:
     run the joint graph once at capture to measure each op's temporaries.

@@ -3,8 +3,9 @@
 A schedule lists op executions in order; an op may appear again with
 recompute=True. Each execution makes new instances of its outputs and every
 reader uses the most recent instance, as in the planner's memory model. The
-schedule is cut before the first original execution of a backward op: what
-runs before is the forward program, the rest the backward program. The
+schedule is cut right after the original execution of the last forward op:
+what runs before is the forward program, the rest (recomputations placed
+before the first backward op included) the backward program. The
 forward returns the forward outputs plus every instance the backward reads
 (the saved set); recomputations run in the backward exactly where the
 schedule puts them.
@@ -311,6 +312,18 @@ def build_programs(converted: ConvertedGraph,
     for op_index, recompute in schedule:
         if not 0 <= op_index < len(c.ops):
             raise PlanError(f"schedule names op index {op_index} outside the graph")
+        if next_original == c.first_backward_op and fwd_instrs is None:
+            # Every forward op has run: what follows, recomputations
+            # included, is the backward's (a recomputation placed between
+            # the forward's end and the first backward op would otherwise
+            # be held across the boundary, i.e. stashed).
+            fwd_out_slots = [b.resolve(c.tensor_of[n]) if n is not None else None
+                             for n in c.fwd_outputs]
+            fwd_instrs, b.instrs = b.instrs, []
+            fwd_slot_limit = b.next_slot
+            b.view_cache = {}
+            for tid in tangent_ids:
+                b.current[tid] = b.new_slot(tid)
         if recompute:
             if op_index >= next_original:
                 raise PlanError(f"op {c.ops[op_index].node.name} recomputed before it ran")
@@ -319,14 +332,6 @@ def build_programs(converted: ConvertedGraph,
             if op_index != next_original:
                 raise PlanError(f"op {c.ops[op_index].node.name} out of graph order")
             next_original += 1
-            if op_index == c.first_backward_op and fwd_instrs is None:
-                fwd_out_slots = [b.resolve(c.tensor_of[n]) if n is not None else None
-                                 for n in c.fwd_outputs]
-                fwd_instrs, b.instrs = b.instrs, []
-                fwd_slot_limit = b.next_slot
-                b.view_cache = {}
-                for tid in tangent_ids:
-                    b.current[tid] = b.new_slot(tid)
         b.run_op(op_index, recompute)
     if next_original != len(c.ops):
         raise PlanError(f"schedule ends before op {c.ops[next_original].node.name}")

@@ -1,0 +1,716 @@
+#!/usr/bin/env python3
+"""Memory / extra-compute frontier: torch's activation-memory budget against
+Echo's plans, per model of the suite, on the same inputs.
+
+  export ECHO_TORCH_CACHE_DIR=/tmp/bench_plan_cache
+  build/venv/bin/python tests/python/bench_frontier.py \
+      [--models nmt,transformer,gpt] [--nmt-paper] [--server HOST:PORT] \
+      [--out tests/python/frontier]
+
+Without --server it starts build/bin/echod (or $ECHO_ECHOD) on a free port.
+Models at their CI sizes (models.build); --nmt-paper adds the NMT at
+models.NMT_PAPER size (slow on CPU).
+
+Points, per model (one training step each, same inputs, same seed):
+
+  eager                   the model as written (reference);
+  torch default           AOTAutograd + functorch's min-cut partitioner
+                          (min_cut_rematerialization_partition) at torch's
+                          default activation_memory_budget (1.0);
+  torch budget B          the same under
+                          torch._functorch.config.patch(activation_memory_budget=B)
+                          for B in 0.9, 0.7, 0.5, 0.3, 0.1;
+  Echo AUTO @ peak(B)     echo_torch.optimize(policy="AUTO",
+                          memory_limit_bytes=<measured step peak of torch
+                          budget B>, device="h100-80gb"), for the five
+                          budgets and for the default (B = 1.0);
+  Echo AUTO 5%            policy AUTO, max_overhead_ratio=0.05, device h100-80gb;
+  Echo ECHO               policy ECHO, device h100-80gb.
+
+Both partitions run with the same freeing executor (echo_torch.executor:
+torch's fw/bw GraphModules through program_from_graph_module), so memory is
+measured the same way (echo_torch.measure, as harness.run_step does):
+
+  saved     bytes of the distinct storages autograd keeps from the forward
+            for the backward (saved_tensors_hooks; parameters and inputs
+            excluded): "MiB held for backward";
+  peak      bytes of pre-existing tensors (parameters, buffers, batch) plus
+            the CPU allocator's peak during one forward+backward.
+
+Extra compute, two deterministic ways (no timing on this busy CPU):
+
+  extra FLOPs     torch.utils.flop_counter.FlopCounterMode over one step
+                  (forward+backward) minus the eager step's FLOPs, relative to
+                  the eager step's FLOPs. FlopCounterMode counts matmul-like
+                  ops (mm, bmm, addmm, conv, attention) only: recomputed
+                  element-wise ops add 0.
+  extra roofline  roofline time on h100-80gb (echod's cost model, EstimateMemory
+                  compute_time_seconds) of the recomputed op executions,
+                  relative to that of the whole joint graph (every op once,
+                  the plain step). The recomputed executions are copies of
+                  their echo ops (unique ids, the tensors they read/write) in
+                  a graph of their own. Echo: the (op, recompute=True)
+                  entries of the plan's schedule. torch: the call_function
+                  nodes of torch's backward GraphModule whose names are
+                  forward-phase ops of the joint graph (the joint the
+                  partitioner got, converted with echo_torch.convert) and
+                  that torch's forward GraphModule also runs (ops only moved
+                  to the backward run once: not recomputations; they are
+                  counted as "moved").
+
+Frontiers (per model; x = extra roofline %, y = MiB held for backward):
+the torch series is {torch default, torch budget B}; the Echo series is
+{Echo AUTO @ peak(B), Echo AUTO 5%, Echo ECHO}. A series' frontier is
+F(x) = min{y_p : p in series, x_p <= x} (its lower-left staircase).
+
+  "Echo's frontier is at or below torch's" means: every torch point T is
+  weakly dominated by some Echo point E, i.e. x_E <= x_T + 0.01 (percentage
+  points) and y_E <= y_T + 1 KiB; equivalently F_echo(x_T) <= y_T at every
+  torch point. No Echo point then needs more memory than a torch point that
+  spends equal or more extra compute. Torch points that no Echo point
+  dominates are listed. The same test with the measured step peak in place
+  of the saved bytes ("by step peak") is reported too: Echo's AUTO plans
+  bound the step peak (memory_limit_bytes), not the saved bytes, and the two
+  need not move together (a partition that saves less can peak higher).
+
+Summary per model: Echo's best saved-bytes reduction vs eager among Echo
+points with extra roofline <= 5%, against torch's best among torch points
+with extra roofline <= 5% (the same extra-compute allowance).
+
+Checks: each point's loss must equal eager's (torch.testing tolerance
+rtol 1e-5, atol 1e-6; torch.manual_seed(0) before every step, so dropout
+draws the same masks) and its gradients too (rtol 1e-4, atol 1e-6, as
+test_models); a mismatch prints a WARNING. Torch budget points
+whose partition equals the default's (same saved bytes, same recomputed
+ops) are flagged "no change".
+
+Output: one markdown table per model, the two frontiers and a summary line
+each on stdout; with --out DIR also DIR/results.json, DIR/frontier.md,
+DIR/frontier.png (one subplot per model, y = MiB held for backward) and
+DIR/frontier_peak.png (y = measured step peak).
+"""
+import argparse
+import collections
+import json
+import os
+import platform
+import sys
+import time
+import warnings
+
+import torch
+
+import harness
+import models
+import servers
+from echo_torch import PlannerClient, optimize, proto, report
+from echo_torch import capture as capture_lib
+from echo_torch.convert import JointGraph, convert
+from echo_torch.executor import program_from_graph_module
+from echo_torch.plan_cache import PlanCache
+from echo_torch.planners import PlanRequestOptions, ServerPlanner
+
+MIB = 1 << 20
+DEVICE = "h100-80gb"
+BUDGETS = (0.9, 0.7, 0.5, 0.3, 0.1)
+ECHO_OVERHEAD = 0.05
+SUMMARY_CAP = 5.0  # percent extra roofline compute
+EPS_X = 0.01  # percentage points
+EPS_Y = 1024  # bytes
+_pl = proto.planner_pb2
+_g = proto.graph_pb2
+
+
+def log(line):
+    print(line, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- roofline
+
+
+class Roofline:
+    """Roofline times on DEVICE from echod's cost model (EstimateMemory's
+    compute_time_seconds)."""
+
+    def __init__(self, client):
+        self.client = client
+        self._full = {}
+
+    def _time(self, graph):
+        request = _pl.EstimateMemoryRequest(graph=graph)
+        request.device.name = DEVICE
+        return self.client.estimate_memory(request).compute_time_seconds
+
+    def full(self, graph):
+        key = id(graph)
+        if key not in self._full:
+            self._full[key] = (graph, self._time(graph))
+        return self._full[key][1]
+
+    def of_ops(self, graph, op_indices):
+        """Time of one execution of each listed op (repeats allowed)."""
+        if not op_indices:
+            return 0.0
+        return self._time(subset_graph(graph, op_indices))
+
+
+def subset_graph(graph, op_indices):
+    """An echo graph with a copy of graph.ops[i] per listed index (unique op
+    and output ids), plus the tensors they read (no producer) and write."""
+    tensors = {t.id: t for t in graph.tensors}
+    sub = _g.Graph(name=f"{graph.name}-recomputed")
+    added = set()
+    for k, index in enumerate(op_indices):
+        op = graph.ops[index]
+        copy = sub.ops.add()
+        copy.CopyFrom(op)
+        copy.id = copy.name = f"{op.id}#{k}"
+        del copy.output_ids[:]
+        for tid in op.input_ids:
+            if tid not in added and tid in tensors:
+                added.add(tid)
+                sub.tensors.add().CopyFrom(tensors[tid])
+        for tid in op.output_ids:
+            new = sub.tensors.add()
+            new.CopyFrom(tensors[tid])
+            new.id = new.name = f"{tid}#{k}"
+            copy.output_ids.append(new.id)
+    # Inputs keep their ids and have no producer here (graph inputs); the
+    # roofline cost of an op depends on its own flops and tensor bytes only.
+    return sub
+
+
+# ---------------------------------------------------------------- steps
+
+
+def step_flops(wrapped, model, inputs, seed=0):
+    from torch.utils.flop_counter import FlopCounterMode
+    model.zero_grad(set_to_none=True)
+    torch.manual_seed(seed)
+    with FlopCounterMode(display=False) as counter:
+        loss = wrapped(*inputs)
+        loss.backward()
+    model.zero_grad(set_to_none=True)
+    return int(counter.get_total_flops())
+
+
+def measure_point(model, wrapped, inputs):
+    """harness.run_step (warm-up/capture, peak step, saved forward), then a
+    FLOP-counted step."""
+    result = harness.run_step(model, wrapped, inputs, seed=0)
+    flops = step_flops(wrapped, model, inputs)
+    model.zero_grad(set_to_none=True)
+    return result, flops
+
+
+def torch_point(model, inputs, budget):
+    """min-cut partition under activation_memory_budget=budget (None: the
+    default). Returns (StepResult, flops, record) where record has the
+    converted joint, fw and bw GraphModules."""
+    from torch._functorch.aot_autograd import aot_module
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+
+    primals = [info for info, _ in capture_lib.module_primals(model, inputs, {})]
+    record = {}
+
+    def partition_fn(joint_module, joint_inputs, *, num_fwd_outputs, **kw):
+        # Convert before partitioning: the partitioner may edit the joint.
+        record["converted"] = convert(JointGraph(joint_module, num_fwd_outputs, primals,
+                                                 name=type(model).__name__))
+        fw, bw = min_cut_rematerialization_partition(
+            joint_module, joint_inputs, num_fwd_outputs=num_fwd_outputs, **kw)
+        record["fw"], record["bw"] = fw, bw
+        return fw, bw
+
+    def compiler(gm, _example):
+        return program_from_graph_module(gm)
+
+    wrapped = aot_module(model, fw_compiler=compiler, bw_compiler=compiler,
+                         partition_fn=partition_fn)
+    if budget is None:
+        result, flops = measure_point(model, wrapped, inputs)
+    else:
+        with torch._functorch.config.patch(activation_memory_budget=budget):
+            result, flops = measure_point(model, wrapped, inputs)
+    return result, flops, record
+
+
+def torch_recomputed(record):
+    """Op indices (into the converted joint) torch's backward recomputes,
+    and the forward ops it only moved to the backward."""
+    converted = record["converted"]
+    forward_ops = {op.id: i for i, op in enumerate(converted.graph.ops)
+                   if op.phase == _g.PHASE_FORWARD}
+    fw_names = {n.name for n in record["fw"].graph.nodes if n.op == "call_function"}
+    bw_names = [n.name for n in record["bw"].graph.nodes if n.op == "call_function"]
+    recomputed = [forward_ops[n] for n in bw_names if n in forward_ops and n in fw_names]
+    moved = [forward_ops[n] for n in bw_names if n in forward_ops and n not in fw_names]
+    return recomputed, moved
+
+
+class RecordingPlanner:
+    """A ServerPlanner that keeps the plans it made (their schedules)."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.plans = []
+
+    def plan(self, converted):
+        plan = self.inner.plan(converted)
+        self.plans.append(plan)
+        return plan
+
+
+def echo_point(model, inputs, client, policy, memory_limit_bytes=None,
+               max_overhead_ratio=None, use_cache=False):
+    options = PlanRequestOptions(policy=policy, memory_limit_bytes=memory_limit_bytes,
+                                 max_overhead_ratio=max_overhead_ratio, device=DEVICE,
+                                 allocator_rounding_bytes=0)
+    planner = RecordingPlanner(ServerPlanner(client, options,
+                                             PlanCache() if use_cache else None))
+    wrapped = optimize(model, planner=planner, on_error="raise")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result, flops = measure_point(model, wrapped, inputs)
+    for w in caught:
+        if "echo_torch" in str(w.message):
+            log(f"    {w.message}")
+    plan = planner.plans[-1]
+    recomputed = [i for i, rec in plan.schedule if rec]
+    return result, flops, wrapped, recomputed
+
+
+# ---------------------------------------------------------------- one model
+
+
+def same_training(result, eager):
+    """(loss matches, grads match, max |grad difference|) against eager, at
+    the model suite's tolerances (tests/python/test_models.py)."""
+    try:
+        torch.testing.assert_close(result.loss, eager.loss, rtol=1e-5, atol=1e-6)
+        loss_ok = True
+    except AssertionError:
+        loss_ok = False
+    grads_ok = True
+    for got, want in zip(result.grads, eager.grads):
+        if want is None:
+            continue
+        try:
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)
+        except (AssertionError, TypeError):
+            grads_ok = False
+    return loss_ok, grads_ok, harness.max_grad_diff(result, eager)
+
+
+def build_model(name):
+    if name == "nmt-paper":
+        torch.manual_seed(0)
+        return models.NMT(models.NMT_PAPER)
+    return models.build(name)
+
+
+def bench_model(name, client, roofline, use_cache=False):
+    model = build_model(name)
+    inputs = models.example_inputs(model)
+    started = time.perf_counter()
+    points = []
+
+    def add(label, kind, result, flops, graph, recomputed, moved=(), **extra):
+        loss_ok, grads_ok, grad_diff = same_training(result, eager)
+        full = roofline.full(graph)
+        extra_time = roofline.of_ops(graph, list(recomputed))
+        point = dict(label=label, kind=kind, saved_bytes=int(result.saved_bytes),
+                     peak_bytes=int(result.peak_bytes), flops=flops,
+                     loss=float(result.loss.item()), loss_matches_eager=loss_ok,
+                     grads_match_eager=grads_ok, max_grad_diff=grad_diff,
+                     recompute_executions=len(recomputed), moved_ops=len(moved),
+                     recomputed_op_types=dict(collections.Counter(
+                         graph.ops[i].op_type for i in recomputed)),
+                     roofline_full_seconds=full, roofline_recomputed_seconds=extra_time,
+                     extra_roofline_pct=100.0 * extra_time / full if full else 0.0,
+                     recomputed_names=sorted({graph.ops[i].id for i in recomputed}),
+                     **extra)
+        points.append(point)
+        log(f"  [{name}] {label}: saved {point['saved_bytes'] / MIB:.3f} MiB, peak "
+            f"{point['peak_bytes'] / MIB:.3f} MiB, {len(recomputed)} recomputed, extra "
+            f"roofline {point['extra_roofline_pct']:.2f}% "
+            f"({time.perf_counter() - started:.0f} s)")
+        return point
+
+    # Eager; its roofline reference is the joint graph of the default
+    # partition's capture (the same trace: the plain step).
+    eager, eager_flops = measure_point(model, model, inputs)
+
+    # torch: default partition and the budgets.
+    torch_results = {}
+    plain_graph = None
+    for budget in (None,) + BUDGETS:
+        result, flops, record = torch_point(model, inputs, budget)
+        recomputed, moved = torch_recomputed(record)
+        if plain_graph is None:
+            plain_graph = record["converted"].graph
+            add("eager", "eager", eager, eager_flops, plain_graph, [])
+            log(f"  [{name}] joint graph: {len(plain_graph.ops)} ops")
+        label = "torch default" if budget is None else f"torch budget {budget}"
+        point = add(label, "torch", result, flops, record["converted"].graph, recomputed,
+                    moved, budget=1.0 if budget is None else budget)
+        torch_results[budget] = point
+        del record
+
+    # Echo AUTO at the torch points' measured peaks (the default's too).
+    for budget in (None,) + BUDGETS:
+        limit = torch_results[budget]["peak_bytes"]
+        result, flops, wrapped, recomputed = echo_point(model, inputs, client, "AUTO",
+                                                        memory_limit_bytes=limit,
+                                                        use_cache=use_cache)
+        tag = 1.0 if budget is None else budget
+        add(f"Echo AUTO @ peak({tag})", "echo", result, flops, wrapped.converted.graph,
+            recomputed, **_echo_extra(wrapped, memory_limit_bytes=limit))
+    result, flops, wrapped, recomputed = echo_point(model, inputs, client, "AUTO",
+                                                    max_overhead_ratio=ECHO_OVERHEAD,
+                                                    use_cache=use_cache)
+    add(f"Echo AUTO {100 * ECHO_OVERHEAD:g}%", "echo", result, flops,
+        wrapped.converted.graph, recomputed,
+        **_echo_extra(wrapped, max_overhead_ratio=ECHO_OVERHEAD))
+    result, flops, wrapped, recomputed = echo_point(model, inputs, client, "ECHO",
+                                                    use_cache=use_cache)
+    add("Echo ECHO", "echo", result, flops, wrapped.converted.graph, recomputed,
+        **_echo_extra(wrapped))
+
+    # Derived numbers and checks.
+    eager_point = points[0]
+    default = torch_results[None]
+    warnings_out = []
+    for p in points:
+        p["saved_reduction_pct"] = (100.0 * (1 - p["saved_bytes"] / eager_point["saved_bytes"])
+                                    if eager_point["saved_bytes"] else 0.0)
+        p["extra_flops_pct"] = (100.0 * (p["flops"] - eager_flops) / eager_flops
+                                if eager_flops else 0.0)
+        if not p["loss_matches_eager"]:
+            warnings_out.append(f"WARNING [{name}] {p['label']}: loss {p['loss']!r} != eager "
+                                f"{eager_point['loss']!r}")
+        elif not p["grads_match_eager"]:
+            warnings_out.append(f"WARNING [{name}] {p['label']}: gradients differ from eager's "
+                                f"(max |diff| {p['max_grad_diff']:.3g})")
+        if p["kind"] == "torch" and p["label"] != "torch default":
+            p["no_change"] = (p["saved_bytes"] == default["saved_bytes"]
+                              and p["recomputed_names"] == default["recomputed_names"])
+            same = [q["label"] for q in points[:points.index(p)] if q["kind"] == "torch"
+                    and q["saved_bytes"] == p["saved_bytes"]
+                    and q["recomputed_names"] == p["recomputed_names"]]
+            p["same_as"] = same[0] if same else None
+            if same:
+                warnings_out.append(f"NOTE [{name}] {p['label']}: same partition as "
+                                    f"{same[0]}" + (" (no change)" if p["no_change"] else ""))
+        if p["kind"] == "echo" and p.get("feasible") is False:
+            warnings_out.append(
+                f"NOTE [{name}] {p['label']}: echod says the limit "
+                f"{p['options']['memory_limit_bytes'] / MIB:.3f} MiB is infeasible (planned "
+                f"peak {p['planned_peak_bytes'] / MIB:.3f} MiB, no schedule below "
+                f"{p['peak_lower_bound_bytes'] / MIB:.3f} MiB by its model)")
+    for line in warnings_out:
+        print(line, flush=True)
+    return dict(model=name, ops=len(plain_graph.ops), eager_flops=eager_flops,
+                seconds=time.perf_counter() - started, points=points,
+                notes=warnings_out, **frontier_summary(points))
+
+
+def _echo_extra(wrapped, **options):
+    rep = report(wrapped)
+    return dict(options=options, feasible=rep.feasible, planned_peak_bytes=rep.planned_peak_bytes,
+                peak_lower_bound_bytes=rep.peak_lower_bound_bytes,
+                planned_saved_bytes=rep.planned_saved_bytes,
+                predicted_overhead_pct=(100.0 * rep.predicted_overhead_ratio
+                                        if rep.predicted_overhead_ratio is not None else None),
+                plan_source=rep.source)
+
+
+# ---------------------------------------------------------------- frontier
+
+
+def frontier(series, key="saved_bytes"):
+    """Pareto points of a series (lowest memory for a given extra compute),
+    sorted by extra compute."""
+    out, best = [], None
+    for p in sorted(series, key=lambda p: (p["extra_roofline_pct"], p[key])):
+        if best is None or p[key] < best:
+            out.append(p)
+            best = p[key]
+    return out
+
+
+def frontier_summary(points):
+    torch_pts = [p for p in points if p["kind"] == "torch"]
+    echo_pts = [p for p in points if p["kind"] == "echo"]
+
+    def not_dominated(key):
+        return [t["label"] for t in torch_pts
+                if not any(e["extra_roofline_pct"] <= t["extra_roofline_pct"] + EPS_X
+                           and e[key] <= t[key] + EPS_Y for e in echo_pts)]
+
+    undominated = not_dominated("saved_bytes")
+    undominated_peak = not_dominated("peak_bytes")
+
+    def best(series):
+        within = [p for p in series if p["extra_roofline_pct"] <= SUMMARY_CAP + 1e-9]
+        return min(within, key=lambda p: (p["saved_bytes"], p["extra_roofline_pct"]),
+                   default=None)
+
+    eb, tb = best(echo_pts), best(torch_pts)
+    return dict(echo_frontier=[p["label"] for p in frontier(echo_pts)],
+                torch_frontier=[p["label"] for p in frontier(torch_pts)],
+                echo_at_or_below_torch=not undominated,
+                torch_points_not_dominated=undominated,
+                echo_at_or_below_torch_by_peak=not undominated_peak,
+                torch_points_not_dominated_by_peak=undominated_peak,
+                echo_best_within_cap=eb["label"] if eb else None,
+                torch_best_within_cap=tb["label"] if tb else None)
+
+
+# ---------------------------------------------------------------- output
+
+
+def _fmt_pct(value):
+    return "" if value is None else f"{value:.2f}%"
+
+
+def model_table(res):
+    lines = [f"### {res['model']} ({res['ops']} joint ops, eager step "
+             f"{res['eager_flops'] / 1e9:.3f} GFLOP)", "",
+             "| point | saved-for-backward MiB | reduction vs eager | step peak MiB | "
+             "extra FLOPs % | extra roofline % | recomputed ops | notes |",
+             "|---|---|---|---|---|---|---|---|"]
+    for p in res["points"]:
+        notes = []
+        if not p["loss_matches_eager"]:
+            notes.append("LOSS MISMATCH")
+        elif not p["grads_match_eager"]:
+            notes.append("GRADS DIFFER")
+        if p.get("same_as"):
+            notes.append(f"same as {p['same_as']}")
+        if p["kind"] == "echo":
+            opts = p.get("options", {})
+            if "memory_limit_bytes" in opts:
+                notes.append(f"limit {opts['memory_limit_bytes'] / MIB:.3f} MiB")
+            if p.get("feasible") is False:
+                notes.append("infeasible")
+            if p.get("predicted_overhead_pct") is not None:
+                notes.append(f"echod predicted {p['predicted_overhead_pct']:.2f}%")
+        if p.get("moved_ops"):
+            notes.append(f"{p['moved_ops']} ops moved to bw")
+        lines.append(
+            f"| {p['label']} | {p['saved_bytes'] / MIB:.3f} | {p['saved_reduction_pct']:.1f}% | "
+            f"{p['peak_bytes'] / MIB:.3f} | {p['extra_flops_pct']:.2f}% | "
+            f"{p['extra_roofline_pct']:.2f}% | {p['recompute_executions']} | "
+            f"{'; '.join(notes)} |")
+    return lines
+
+
+def frontier_lines(res):
+    pts = res["points"]
+    lines = []
+    for kind, title in (("torch", "torch budget points"), ("echo", "Echo points")):
+        series = [p for p in pts if p["kind"] == kind]
+        pareto = {p["label"] for p in frontier(series)}
+        items = [f"{p['extra_roofline_pct']:.2f}% -> {p['saved_bytes'] / MIB:.3f} MiB "
+                 f"({p['label']}{'' if p['label'] in pareto else ', dominated'})"
+                 for p in sorted(series, key=lambda p: (p["extra_roofline_pct"],
+                                                        p["saved_bytes"]))]
+        lines.append(f"- {title} (extra roofline -> MiB held for backward): " +
+                     "; ".join(items))
+    return lines
+
+
+def summary_line(res):
+    pts = {p["label"]: p for p in res["points"]}
+    eager = pts["eager"]
+
+    def describe(label):
+        if label is None:
+            return "no point within the cap"
+        p = pts[label]
+        return (f"{p['saved_reduction_pct']:.1f}% less saved than eager "
+                f"({eager['saved_bytes'] / MIB:.3f} -> {p['saved_bytes'] / MIB:.3f} MiB) at "
+                f"{p['extra_roofline_pct']:.2f}% extra roofline ({label})")
+
+    line = (f"**{res['model']}**: Echo at <= {SUMMARY_CAP:g}% extra roofline compute: "
+            f"{describe(res['echo_best_within_cap'])}; torch's best at <= {SUMMARY_CAP:g}%: "
+            f"{describe(res['torch_best_within_cap'])}. Echo's frontier at or below torch's: "
+            f"{'yes' if res['echo_at_or_below_torch'] else 'no'}")
+    if res["torch_points_not_dominated"]:
+        line += (" (torch points no Echo point dominates: "
+                 + ", ".join(res["torch_points_not_dominated"]) + ")")
+    line += (". With step peak instead of saved bytes (what memory_limit_bytes bounds): "
+             f"{'yes' if res['echo_at_or_below_torch_by_peak'] else 'no'}")
+    if res["torch_points_not_dominated_by_peak"]:
+        line += " (not dominated: " + ", ".join(res["torch_points_not_dominated_by_peak"]) + ")"
+    return line + "."
+
+
+def plot(results, path, key="saved_bytes", ylabel="MiB held for backward"):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = len(results)
+    cols = min(n, 3)
+    rows = (n + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 4.2 * rows), squeeze=False)
+    for ax, res in zip(axes.flat, results):
+        pts = res["points"]
+        eager = pts[0]
+        for kind, style, name in (("torch", dict(color="tab:blue", marker="o"),
+                                   "torch min-cut (activation_memory_budget)"),
+                                  ("echo", dict(color="tab:red", marker="s"), "Echo")):
+            series = sorted((p for p in pts if p["kind"] == kind),
+                            key=lambda p: (p["extra_roofline_pct"], p["saved_bytes"]))
+            xs = [p["extra_roofline_pct"] for p in series]
+            ys = [p[key] / MIB for p in series]
+            ax.scatter(xs, ys, label=name, zorder=3, **style)
+            front = frontier(series, key)
+            fx = [p["extra_roofline_pct"] for p in front]
+            fy = [p[key] / MIB for p in front]
+            ax.step(fx, fy, where="post", color=style["color"], alpha=0.6)
+            for p in series:
+                tag = p["label"].replace("torch budget ", "").replace("torch default", "1.0")
+                tag = tag.replace("Echo AUTO @ peak", "@").replace("Echo ", "")
+                ax.annotate(tag, (p["extra_roofline_pct"], p[key] / MIB),
+                            textcoords="offset points", xytext=(4, 3), fontsize=7,
+                            color=style["color"])
+        ax.axhline(eager[key] / MIB, color="gray", linestyle="--", linewidth=1,
+                   label="eager")
+        ax.axvline(SUMMARY_CAP, color="gray", linestyle=":", linewidth=1)
+        ax.set_title(f"{res['model']}")
+        ax.set_xlabel("extra compute % (roofline, h100-80gb)")
+        ax.set_ylabel(ylabel)
+        ax.set_ylim(bottom=0)
+        ax.set_xlim(left=-0.5)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[n:]:
+        ax.set_visible(False)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def render(results, header):
+    out = list(header)
+    for res in results:
+        out += [""] + model_table(res) + [""] + frontier_lines(res)
+        if res["notes"]:
+            out += [""] + [f"- {n}" for n in res["notes"]]
+    out += ["", "## Summary", ""] + [f"- {summary_line(r)}" for r in results]
+    return out
+
+
+def write_outputs(out, results, total, complete=True):
+    os.makedirs(out, exist_ok=True)
+    meta = dict(torch=torch.__version__, threads=torch.get_num_threads(),
+                machine=platform.machine(), date=time.strftime("%Y-%m-%d"),
+                device=DEVICE, budgets=list(BUDGETS), echo_overhead=ECHO_OVERHEAD,
+                summary_cap_pct=SUMMARY_CAP, argv=sys.argv[1:], seconds=total,
+                complete=complete)
+    with open(os.path.join(out, "results.json"), "w") as f:
+        json.dump(dict(meta=meta, models=results), f, indent=1)
+    header = [
+        "# Memory / extra-compute frontier: torch's activation_memory_budget vs Echo",
+        "",
+        "Produced by (echod started by the script on a free port):",
+        "",
+        "    export ECHO_TORCH_CACHE_DIR=/tmp/bench_plan_cache",
+        "    build/venv/bin/python tests/python/bench_frontier.py " + " ".join(sys.argv[1:]),
+        "",
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, {meta['date']}, "
+        f"CPU fp32 on a shared 2-core machine; {total:.0f} s"
+        + ("" if complete else " so far (incomplete run)") + ".",
+        "",
+        "Definitions (details in the docstring of tests/python/bench_frontier.py):",
+        "",
+        "- *saved-for-backward*: bytes of distinct storages autograd keeps from the forward "
+        "(saved_tensors_hooks; parameters and inputs excluded).",
+        "- *step peak*: pre-existing tensors plus the CPU allocator peak of one "
+        "forward+backward (echo_torch.measure).",
+        "- *extra FLOPs*: FlopCounterMode over one step minus eager's, relative to eager's "
+        "(matmul-like ops only; recomputed element-wise ops count 0).",
+        "- *extra roofline*: echod's h100-80gb roofline time (EstimateMemory "
+        "compute_time_seconds) of the recomputed op executions relative to the whole joint "
+        "graph's (Echo: recompute=True entries of the plan's schedule; torch: forward ops "
+        "that both torch's forward and backward graphs run).",
+        "- torch points: functorch's min_cut_rematerialization_partition at "
+        "activation_memory_budget 1.0 (default), " + ", ".join(map(str, BUDGETS)) +
+        ", run by echo_torch's freeing executor; Echo AUTO @ peak(B): memory_limit_bytes = "
+        "measured step peak of torch budget B (1.0: the default); Echo AUTO 5%: "
+        "max_overhead_ratio=0.05; Echo ECHO: policy ECHO; all Echo plans with "
+        "device=h100-80gb.",
+        "- *frontier at or below*: every torch point T has an Echo point E with "
+        f"extra_E <= extra_T + {EPS_X} pp and saved_E <= saved_T + 1 KiB (\"by step "
+        "peak\": the same with the measured step peak).",
+        "- frontier.png: y = MiB held for backward; frontier_peak.png: y = step peak; "
+        "x = extra roofline %. Lines are each series' lower-left staircase.",
+    ]
+    with open(os.path.join(out, "frontier.md"), "w") as f:
+        f.write("\n".join(render(results, header)) + "\n")
+    plot(results, os.path.join(out, "frontier.png"))
+    plot(results, os.path.join(out, "frontier_peak.png"), "peak_bytes",
+         "step peak MiB (measured)")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--server", help="a running echod (default: start one)")
+    parser.add_argument("--models", default="nmt,deepspeech2,transformer,resnet50,gpt",
+                        help="comma-separated, from " + ",".join(models.MODEL_NAMES))
+    parser.add_argument("--nmt-paper", action="store_true",
+                        help="also the NMT at models.NMT_PAPER size (slow)")
+    parser.add_argument("--out", help="write results.json, frontier.md, frontier.png here")
+    parser.add_argument("--plan-cache", action="store_true",
+                        help="use echo_torch's plan cache on disk for Echo plans")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(2)
+    names = [n.strip() for n in args.models.split(",") if n.strip()]
+    for n in names:
+        if n not in models.MODEL_NAMES:
+            parser.error(f"unknown model {n!r}")
+    if args.nmt_paper:
+        names.append("nmt-paper")
+
+    echod = None
+    address = args.server
+    if address is None:
+        if servers.echod_path() is None:
+            print("echod is not built (build/bin/echod or $ECHO_ECHOD); pass --server")
+            return 1
+        echod = servers.Echod().__enter__()
+        address = echod.address
+    client = PlannerClient(address, timeout_seconds=600)
+    roofline = Roofline(client)
+    started = time.perf_counter()
+    results = []
+    try:
+        for name in names:
+            log(f"[{name}] ...")
+            res = bench_model(name, client, roofline, use_cache=args.plan_cache)
+            results.append(res)
+            for line in [""] + model_table(res) + [""] + frontier_lines(res) + [
+                    "", summary_line(res), ""]:
+                print(line, flush=True)
+            if args.out:  # after every model, so a long run leaves partial results
+                write_outputs(args.out, results, time.perf_counter() - started,
+                              complete=len(results) == len(names))
+    finally:
+        client.close()
+        if echod is not None:
+            echod.__exit__(None, None, None)
+    total = time.perf_counter() - started
+    print("## Summary\n")
+    for res in results:
+        print(f"- {summary_line(res)}")
+    print(f"\n({total:.0f} s)")
+    if args.out:
+        print(f"wrote {args.out}/results.json, frontier.md, frontier.png, frontier_peak.png")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
