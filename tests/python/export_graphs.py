@@ -1,9 +1,9 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Regenerates tests/data/graphs/<model>.pb: each model's joint
 forward+backward graph as a binary echo.v1.Graph (CI sizes, see models.py),
 so C++ tests and benchmarks run on real graphs without torch.
 
-  PYTHONPATH=client/python /usr/bin/python3 tests/python/export_graphs.py [model ...]
+  build/venv/bin/python tests/python/export_graphs.py [model ...]
 
 Read one in Python with graph_pb2.Graph.FromString(open(path, "rb").read());
 in C++ with echo::v1::Graph::ParseFromIstream. --text also writes a .pbtxt
