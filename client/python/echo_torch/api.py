@@ -282,11 +282,9 @@ class EchoBackend:
                 fallback["reason"] = str(error)
 
         def partition_fn(joint_module, joint_inputs, *, num_fwd_outputs, **kw):
-            tensors = [x for x in example_inputs if isinstance(x, torch.Tensor)]
             inner = capture_lib.make_partition_fn(
                 partitioner, f"graph_{len(self._reports)}", "torch.compile",
-                primals_for=lambda _fake: capture_lib.dynamo_primals(gm, example_inputs),
-                real_inputs_for=lambda fake: tensors if len(tensors) == len(fake) else None)
+                primals_for=lambda _fake: capture_lib.dynamo_primals(gm, example_inputs))
             inner.restart_clock()
             logger.info("echo_torch: Dynamo graph traced in %.1f s",
                         time.perf_counter() - started)

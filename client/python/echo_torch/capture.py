@@ -50,9 +50,8 @@ def compile_program(gm, _example_inputs):
     return program_of(gm)
 
 
-def module_primals(module: nn.Module, args: Sequence, kwargs: dict) -> List[Tuple[PrimalInfo,
-                                                                                   torch.Tensor]]:
-    """The primals aot_module traces, in its order, with their real values:
+def module_primals(module: nn.Module, args: Sequence, kwargs: dict) -> List[PrimalInfo]:
+    """The primals aot_module traces, in its order:
     named parameters, named buffers (both with duplicates, as aot_module
     passes them), then the tensors among the flattened arguments; aliases of
     an earlier primal are dropped, as AOTAutograd deduplicates them."""
@@ -72,7 +71,7 @@ def module_primals(module: nn.Module, args: Sequence, kwargs: dict) -> List[Tupl
         if id(value) in seen:
             continue
         seen.add(id(value))
-        unique.append((info, value))
+        unique.append(info)
     return unique
 
 
@@ -82,12 +81,10 @@ def _fallback_primals(fake_primals) -> List[PrimalInfo]:
 
 
 def make_partition_fn(partitioner: Partitioner, name: str, capture: str,
-                      primals_for: Callable[[Sequence], Optional[List[PrimalInfo]]],
-                      real_inputs_for: Callable[[Sequence], Optional[list]] = lambda _: None):
+                      primals_for: Callable[[Sequence], Optional[List[PrimalInfo]]]):
     """An AOTAutograd partition_fn that converts and plans through
-    `partitioner`. primals_for(fake_primals) names the primals (None: by
-    requires_grad); real_inputs_for(fake_primals) returns the real primal
-    tensors when the caller has them (for workspace measurement)."""
+    `partitioner`. primals_for(fake_primals) names the primals (None, or a
+    count that does not match: by requires_grad)."""
     started = {"t": time.perf_counter()}
 
     def partition_fn(joint_module, joint_inputs, *, num_fwd_outputs, **_):
@@ -99,8 +96,7 @@ def make_partition_fn(partitioner: Partitioner, name: str, capture: str,
         logger.info("echo_torch: captured %s (%d joint ops) in %.1f s", name, nodes,
                     time.perf_counter() - started["t"])
         joint = JointGraph(joint_module, num_fwd_outputs, primals, name=name,
-                           metadata={"capture": capture}, example_inputs=joint_inputs,
-                           real_primals=real_inputs_for(fake_primals))
+                           metadata={"capture": capture}, example_inputs=joint_inputs)
         return partitioner(joint)
 
     def restart():
@@ -118,11 +114,8 @@ def capture_module(module: nn.Module, partitioner: Partitioner, args: Sequence,
     from torch._functorch.aot_autograd import aot_module
 
     primals = module_primals(module, args, kwargs)
-    partition_fn = make_partition_fn(
-        partitioner, type(module).__name__, "aot_module",
-        primals_for=lambda _fake: [info for info, _ in primals],
-        real_inputs_for=lambda fake: ([v for _, v in primals]
-                                      if len(primals) == len(fake) else None))
+    partition_fn = make_partition_fn(partitioner, type(module).__name__, "aot_module",
+                                     primals_for=lambda _fake: primals)
     return aot_module(module, fw_compiler=compile_program, bw_compiler=compile_program,
                       partition_fn=partition_fn)
 

@@ -77,9 +77,6 @@ class JointGraph:
     metadata: Dict[str, str] = dataclasses.field(default_factory=dict)
     # (primals, tangents) the graph was traced with (fake tensors).
     example_inputs: Any = None
-    # The real primal tensors, in primal order, when the capture has them
-    # (used to measure per-op workspace); None otherwise.
-    real_primals: Optional[List[Any]] = None
 
 
 @dataclasses.dataclass

@@ -104,7 +104,7 @@ def _make_report(converted: ConvertedGraph, plan, programs) -> PlanReport:
 
 def _device_description(joint: JointGraph) -> str:
     """Where client-side op times are taken: "cuda:<name>" or "cpu:<arch>"."""
-    for value in joint.real_primals or ():
+    for value in joint.example_inputs[0] if joint.example_inputs else ():
         if isinstance(value, torch.Tensor) and value.is_cuda:
             return "cuda:" + torch.cuda.get_device_name(value.device)
     import platform
@@ -114,7 +114,7 @@ def _device_description(joint: JointGraph) -> str:
 def plan_joint(joint: JointGraph, planner, measure_workspace: bool = True,
                client_timing: bool = False) -> PlannedGraph:
     """Converts, optionally measures per-op workspace (and, when asked,
-    times) on the real inputs, plans, and builds the programs."""
+    times), plans, and builds the programs."""
     seconds = {}
     start = time.perf_counter()
     converted = convert(joint)

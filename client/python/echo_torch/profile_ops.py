@@ -1,26 +1,29 @@
-"""Per-op workspace and time, measured by running the joint graph once.
+"""Per-op workspace and time, measured once per distinct op signature.
 
 Some ops allocate temporaries that are not outputs (the im2col buffer of a
 CPU convolution's backward, reductions' partial sums); the memory model holds
-them as the op's workspace_bytes. They are measured here: the joint graph
-runs once on the captured example inputs under the torch profiler, each node
-inside a record_function scope, and for each node
+them as the op's workspace_bytes. An op's temporaries depend on its target,
+its inputs' shapes, strides, dtypes and device, and its other arguments, not
+on the values, and graphs of repeated steps (an RNN over 50 time steps, a
+stack of identical layers) repeat the same signatures. So each distinct
+signature runs once, on zero-filled inputs shaped like the traced ones
+(zeros are valid indices for embeddings, gathers and losses), under the torch
+profiler inside a record_function scope, and
 
-  workspace = (peak bytes allocated during the node) - (bytes it still holds
+  workspace = (peak bytes allocated during the op) - (bytes it still holds
               at its end, i.e. its outputs).
 
-Only when the user asks for client timing (`client_timing=True`) is the
-node's duration also sent, as measured_time_seconds with measured_on naming
-the device: the fastest of `repeats` runs, as one sample on a busy machine
-is noisy. By default echod's cost model (and its node's profile cache) gives
-the times, so the same model and server give the same plan. The RNG state
-is restored afterwards, so the runs are invisible to training.
+Only when the user asks for client timing (`client_timing=True`) is the op's
+duration also sent, as measured_time_seconds with measured_on naming the
+device: the fastest of `repeats` runs, as one sample on a busy machine is
+noisy. By default echod's cost model (and its node's profile cache) gives
+the times, so the same model and server give the same plan. The RNG state is
+restored afterwards, so the runs are invisible to training.
 """
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import torch
 import torch.fx as fx
-import torch.utils._pytree as pytree
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from echo_torch import ops
@@ -28,74 +31,81 @@ from echo_torch import ops
 _SCOPE = "echo_op:"
 
 
-def real_joint_inputs(joint):
-    """(primals, tangents) with real values for running the joint graph: the
-    captured real primals and tangents of ones shaped like the traced ones;
-    None when the capture has no real primals."""
-    if joint.real_primals is None or joint.example_inputs is None:
-        return None
-    _, fake_tangents = joint.example_inputs
-
-    def like(fake):
-        if not isinstance(fake, torch.Tensor):
-            return fake
-        return torch.ones(fake.shape, dtype=fake.dtype, device=fake.device)
-
-    return list(joint.real_primals), [like(t) for t in fake_tangents]
+class _NoMetadata(Exception):
+    pass
 
 
-def _run_joint(gm: fx.GraphModule, example_inputs):
-    """Runs the joint graph node by node, each in a record_function scope,
-    freeing values after their last use."""
-    placeholders = iter(pytree.tree_flatten(example_inputs)[0])
-    last_use: Dict[fx.Node, fx.Node] = {}
+def _describe(value):
+    """A hashable description of an argument: tensors by layout, the rest
+    by value."""
+    if isinstance(value, fx.Node):
+        val = value.meta.get("val")
+        if not isinstance(val, torch.Tensor):
+            raise _NoMetadata(value.name)
+        return ("T", tuple(val.shape), tuple(val.stride()), val.dtype, str(val.device))
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__,) + tuple(_describe(v) for v in value)
+    if isinstance(value, dict):
+        return tuple((k, _describe(v)) for k, v in sorted(value.items()))
+    return repr(value)
+
+
+def _materialize(node: fx.Node):
+    val = node.meta["val"]
+    return torch.empty_strided(tuple(val.shape), tuple(val.stride()), dtype=val.dtype,
+                               device=val.device).zero_()
+
+
+def distinct_ops(gm: fx.GraphModule) -> Dict[tuple, List[fx.Node]]:
+    """call_function nodes grouped by signature (ops without metadata for
+    an input are left out)."""
+    groups: Dict[tuple, List[fx.Node]] = {}
     for node in gm.graph.nodes:
-        for arg in node.all_input_nodes:
-            last_use[arg] = node
-    users_done: Dict[fx.Node, list] = {}
-    for value, user in last_use.items():
-        users_done.setdefault(user, []).append(value)
-    env = {}
-    for node in gm.graph.nodes:
-        if node.op == "placeholder":
-            env[node] = next(placeholders)
-        elif node.op == "get_attr":
-            env[node] = getattr(gm, node.target)
-        elif node.op == "call_function":
-            args = fx.node.map_arg(node.args, env.__getitem__)
-            kwargs = fx.node.map_arg(node.kwargs, env.__getitem__)
-            if ops.is_getitem(node.target):
-                env[node] = node.target(*args, **kwargs)
-            else:
-                with record_function(_SCOPE + node.name):
-                    env[node] = node.target(*args, **kwargs)
-        for value in users_done.get(node, ()):
-            env.pop(value, None)
-    env.clear()
+        if node.op != "call_function" or ops.is_getitem(node.target):
+            continue
+        try:
+            key = (node.target, _describe(node.args), _describe(node.kwargs))
+        except _NoMetadata:
+            continue
+        groups.setdefault(key, []).append(node)
+    return groups
 
 
 def profile_joint(joint, repeats: int = 1) -> Optional[Dict[str, Tuple[int, float]]]:
-    """{node name: (workspace bytes, seconds)} for the call_function nodes,
-    over `repeats` runs (largest workspace, fastest time); None when the
-    capture has no real inputs. The joint graph is functional, so running it
-    changes no module state; the RNG state is restored."""
+    """{node name: (workspace bytes, seconds)} for the joint graph's ops, one
+    run of each distinct signature per repeat (largest workspace, fastest
+    time)."""
+    groups = distinct_ops(joint.module)
     result: Dict[str, Tuple[int, float]] = {}
     devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
     # AOTAutograd calls the partitioner inside its fake-tensor mode; the
     # measurement runs real tensors outside it.
     from torch.utils._python_dispatch import _disable_current_modes
     with _disable_current_modes(), torch.random.fork_rng(devices=devices), torch.no_grad():
-        joint_inputs = real_joint_inputs(joint)
-        if joint_inputs is None:
-            return None
-        gm = joint.module
         for _ in range(repeats):
             with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-                _run_joint(gm, joint_inputs)
-            for name, (workspace, seconds) in _per_node(prof).items():
-                best = result.get(name)
-                result[name] = (max(workspace, best[0]) if best else workspace,
-                                min(seconds, best[1]) if best else seconds)
+                for index, nodes in enumerate(groups.values()):
+                    node = nodes[0]
+                    try:
+                        args = fx.node.map_arg(node.args, _materialize)
+                        kwargs = fx.node.map_arg(node.kwargs, _materialize)
+                    except (RuntimeError, TypeError):
+                        continue  # a layout empty_strided cannot make
+                    try:
+                        with record_function(f"{_SCOPE}{index}"):
+                            out = node.target(*args, **kwargs)
+                    except Exception:  # noqa: BLE001 - zeros it cannot take
+                        continue
+                    del out, args, kwargs
+            measured = _per_node(prof)
+            for index, nodes in enumerate(groups.values()):
+                if str(index) not in measured:
+                    continue
+                workspace, seconds = measured[str(index)]
+                for node in nodes:
+                    best = result.get(node.name)
+                    result[node.name] = (max(workspace, best[0]) if best else workspace,
+                                         min(seconds, best[1]) if best else seconds)
     return result
 
 
