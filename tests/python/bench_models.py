@@ -1,11 +1,11 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Per model of the suite (CI sizes, see models.py): the bytes saved for the
 backward and the peak of one training step, measured on CPU (see
 echo_torch/measure.py), for eager PyTorch, functorch's min-cut partition,
 and echo_torch with echod's ECHO and AUTO plans; and the extra compute of
 each. Prints a markdown table.
 
-  PYTHONPATH=client/python /usr/bin/python3 tests/python/bench_models.py \
+  build/venv/bin/python tests/python/bench_models.py \
       [--server HOST:PORT] [--models nmt gpt ...] [--runs N]
 
 Without --server it starts build/bin/echod (or $ECHO_ECHOD) on a free port.

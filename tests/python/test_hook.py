@@ -53,6 +53,15 @@ class Quirky(nn.Module):
         return torch.sigmoid(self.b(h)).sum()
 
 
+class _SumOf(nn.Module):
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x):
+        return self.inner(x).sum()
+
+
 def _conv_stash(model, x):
     graph = echo_torch.capture_graph(model, x).graph
     return [t for op in graph.ops if op.op_type == "aten::convolution" for t in op.output_ids]
@@ -130,6 +139,18 @@ class UserModelsTest(unittest.TestCase):
         self.assertIs(twice.module, model)
         x = torch.randn(8, 16)
         _assert_same(self, harness.run_step(model, twice, (x,)), harness.eager(model, (x,)))
+
+    def test_inductor_inner_compiler(self):
+        model = nn.Sequential(nn.Linear(16, 32), nn.Tanh(), nn.Linear(32, 1), nn.Flatten(0))
+        x = torch.randn(8, 16)
+        model = _SumOf(model)
+        with self.assertRaisesRegex(ValueError, "unknown compiler 'tvm'; one of eager, inductor"):
+            optimize(model, planner=StashSetPlanner([]), compiler="tvm")
+        wrapped = optimize(model, planner=StashSetPlanner([]), on_error="raise",
+                           compiler="inductor")
+        got = harness.run_step(model, wrapped, (x,))
+        _assert_same(self, got, harness.eager(model, (x,)))
+        self.assertGreater(report(wrapped).recompute_executions, 0)
 
     def test_torch_compile_backend(self):
         model = ConvNet()

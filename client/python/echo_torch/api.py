@@ -64,10 +64,12 @@ class EchoModule(nn.Module):
 
     def __init__(self, module: nn.Module, planner, on_error: str = "fallback",
                  preflight=None, measure_workspace: bool = True,
-                 client_timing: bool = False):
+                 client_timing: bool = False, compiler: str = "eager"):
         super().__init__()
         if on_error not in ("fallback", "raise"):
             raise ValueError(f"on_error must be 'fallback' or 'raise', not {on_error!r}")
+        capture_lib.inner_compiler(compiler)  # validates the name
+        self._compiler = compiler
         self.module = module
         self._planner = planner
         self._on_error = on_error
@@ -122,7 +124,8 @@ class EchoModule(nn.Module):
         try:
             if self._preflight is not None:
                 self._preflight()
-            entry.fn = capture_lib.capture_module(self.module, partitioner, args, kwargs)
+            entry.fn = capture_lib.capture_module(self.module, partitioner, args, kwargs,
+                                                  self._compiler)
             out = entry.fn(*args, **kwargs)
         except ServerUnavailable as error:
             return self._fall_back(f"{error}; running the model unmodified", args, kwargs)
@@ -192,7 +195,8 @@ def optimize(model: nn.Module, *, server: Optional[str] = None, policy: str = "A
              allocator_rounding_bytes: Optional[int] = None,
              max_recompute_depth: int = 0, solver_time_limit_seconds: float = 0.0,
              on_error: str = "fallback", measure_workspace: bool = True,
-             client_timing: bool = False, plan_cache=True, planner=None) -> EchoModule:
+             client_timing: bool = False, plan_cache=True, planner=None,
+             compiler: str = "eager") -> EchoModule:
     """Wraps `model` so that its training steps follow an echod recompute plan.
 
     server: "host:port" or "unix:///path" (default $ECHO_SERVER, else
@@ -208,7 +212,9 @@ def optimize(model: nn.Module, *, server: Optional[str] = None, policy: str = "A
     cost model prices ops, so the same model and server give the same plan).
     plan_cache: True (the default cache directory), a PlanCache, or False.
     planner: a local planner (echo_torch.planners) instead of echod.
-    Wrapping an EchoModule again re-wraps its inner module.
+    compiler: the inner compiler of the planned graphs, "eager" (op by op, as
+    planned) or "inductor". Wrapping an EchoModule again re-wraps its inner
+    module.
     """
     if isinstance(model, EchoModule):
         warnings.warn("echo_torch: the model is already wrapped by echo_torch.optimize; "
@@ -224,7 +230,8 @@ def optimize(model: nn.Module, *, server: Optional[str] = None, policy: str = "A
             allocator_rounding_bytes, max_recompute_depth, solver_time_limit_seconds,
             plan_cache, on_cuda)
     return EchoModule(model, planner, on_error=on_error, preflight=preflight,
-                      measure_workspace=measure_workspace, client_timing=client_timing)
+                      measure_workspace=measure_workspace, client_timing=client_timing,
+                      compiler=compiler)
 
 
 class EchoBackend:
@@ -234,7 +241,8 @@ class EchoBackend:
     with torch's default partition and one warning is issued."""
 
     def __init__(self, planner, preflight=None, on_error="fallback",
-                 measure_workspace=True, client_timing=False):
+                 measure_workspace=True, client_timing=False, compiler="eager"):
+        self._compile_fn, self._decompositions = capture_lib.inner_compiler(compiler)
         self._planner = planner
         self._preflight = preflight
         self._on_error = on_error
@@ -291,13 +299,15 @@ class EchoBackend:
             return inner(joint_module, joint_inputs, num_fwd_outputs=num_fwd_outputs, **kw)
 
         def compiler(graph_module, example):
-            if is_echo_module(graph_module):
-                return capture_lib.compile_program(graph_module, example)
+            if is_echo_module(graph_module) or self._compile_fn is not \
+                    capture_lib.compile_program:
+                return self._compile_fn(graph_module, example)
             return make_boxed_func(graph_module.forward)  # default partition
 
         from torch._functorch.aot_autograd import make_boxed_func
         return aot_autograd(fw_compiler=compiler, bw_compiler=compiler,
-                            partition_fn=partition_fn)(gm, example_inputs)
+                            partition_fn=partition_fn,
+                            decompositions=self._decompositions)(gm, example_inputs)
 
 
 def backend(*, server: Optional[str] = None, policy: str = "AUTO",
@@ -307,7 +317,7 @@ def backend(*, server: Optional[str] = None, policy: str = "AUTO",
             max_recompute_depth: int = 0, solver_time_limit_seconds: float = 0.0,
             on_error: str = "fallback", measure_workspace: bool = True,
             client_timing: bool = False, plan_cache=True, planner=None,
-            on_cuda: Optional[bool] = None) -> EchoBackend:
+            on_cuda: Optional[bool] = None, compiler: str = "eager") -> EchoBackend:
     """A torch.compile backend with the options of `optimize`:
 
         compiled = torch.compile(model, backend=echo_torch.backend(server=...),
@@ -325,7 +335,8 @@ def backend(*, server: Optional[str] = None, policy: str = "AUTO",
             server, policy, memory_limit_bytes, max_overhead_ratio, timeout_seconds, device,
             allocator_rounding_bytes, max_recompute_depth, solver_time_limit_seconds,
             plan_cache, on_cuda)
-    return EchoBackend(planner, preflight, on_error, measure_workspace, client_timing)
+    return EchoBackend(planner, preflight, on_error, measure_workspace, client_timing,
+                       compiler)
 
 
 def report(model) -> Optional[PlanReport]:

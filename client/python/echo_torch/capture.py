@@ -50,6 +50,24 @@ def compile_program(gm, _example_inputs):
     return program_of(gm)
 
 
+COMPILERS = ("eager", "inductor")
+
+
+def inner_compiler(name: str):
+    """(fw/bw compiler, decompositions) of an inner compiler: "eager" runs
+    the programs op by op (the memory the plan predicts); "inductor"
+    compiles the partition's graphs with TorchInductor, on a joint graph
+    traced with Inductor's decompositions (the saved set is the plan's;
+    Inductor fuses the recomputations into the backward's kernels)."""
+    if name == "eager":
+        return compile_program, None
+    if name == "inductor":
+        from torch._inductor.compile_fx import compile_fx_inner
+        from torch._inductor.decomposition import select_decomp_table
+        return compile_fx_inner, select_decomp_table()
+    raise ValueError(f"unknown compiler {name!r}; one of {', '.join(COMPILERS)}")
+
+
 def module_primals(module: nn.Module, args: Sequence, kwargs: dict) -> List[PrimalInfo]:
     """The primals aot_module traces, in its order:
     named parameters, named buffers (both with duplicates, as aot_module
@@ -107,7 +125,7 @@ def make_partition_fn(partitioner: Partitioner, name: str, capture: str,
 
 
 def capture_module(module: nn.Module, partitioner: Partitioner, args: Sequence,
-                   kwargs: dict) -> Callable:
+                   kwargs: dict, compiler: str = "eager") -> Callable:
     """aot_module(module) whose first call traces with `args`/`kwargs`' shapes
     and plans; later calls run the programs (the caller keys one capture per
     input signature, as aot_module does not re-trace on new shapes)."""
@@ -116,8 +134,9 @@ def capture_module(module: nn.Module, partitioner: Partitioner, args: Sequence,
     primals = module_primals(module, args, kwargs)
     partition_fn = make_partition_fn(partitioner, type(module).__name__, "aot_module",
                                      primals_for=lambda _fake: primals)
-    return aot_module(module, fw_compiler=compile_program, bw_compiler=compile_program,
-                      partition_fn=partition_fn)
+    compile_fn, decompositions = inner_compiler(compiler)
+    return aot_module(module, fw_compiler=compile_fn, bw_compiler=compile_fn,
+                      partition_fn=partition_fn, decompositions=decompositions)
 
 
 def dynamo_primals(gm, example_inputs) -> List[PrimalInfo]:
