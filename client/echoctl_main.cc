@@ -18,7 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "client/graph_loader.h"
+#include "adapter/graph_file.h"
 #include "client/planner_client.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -99,10 +99,10 @@ bool JsonOutput() { return absl::GetFlag(FLAGS_output) == "json"; }
 absl::StatusOr<v1::Graph> LoadGraph() {
   const std::string path = absl::GetFlag(FLAGS_graph);
   if (path.empty()) return absl::InvalidArgumentError("--graph is required");
-  absl::StatusOr<echo::client::GraphFormat> format =
-      echo::client::ParseGraphFormat(absl::GetFlag(FLAGS_format));
+  absl::StatusOr<echo::adapter::GraphFormat> format =
+      echo::adapter::ParseGraphFormat(absl::GetFlag(FLAGS_format));
   if (!format.ok()) return format.status();
-  return echo::client::LoadGraphFile(path, *format);
+  return echo::adapter::LoadGraphFile(path, *format);
 }
 
 void SetDevice(v1::DeviceSpec* device) {

@@ -4,11 +4,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "adapter/device_convert.h"
+#include "adapter/graph_convert.h"
+#include "adapter/plan_convert.h"
+#include "adapter/profile_convert.h"
 #include "planner/memory_simulator.h"
 #include "planner/recompute/recompute_planner.h"
-#include "server/adapter/device_convert.h"
-#include "server/adapter/graph_convert.h"
-#include "server/adapter/plan_convert.h"
 #include "server/status_map.h"
 #include "spdlog/spdlog.h"
 
@@ -236,7 +237,14 @@ grpc::ServerUnaryReactor* PlannerService::ProfileOps(
       }
       ops.push_back(op);
     }
-    return profiler_->ProfileOps(*graph, ops, request->force(), response);
+    if (profiler_ == nullptr) {
+      return absl::FailedPreconditionError("this echod has no profiler");
+    }
+    absl::StatusOr<planner::ProfileReport> report =
+        profiler_->ProfileOps(*graph, ops, request->force());
+    if (!report.ok()) return report.status();
+    adapter::ProfileReportToProto(*report, response);
+    return absl::OkStatus();
   });
 }
 
@@ -244,7 +252,9 @@ grpc::ServerUnaryReactor* PlannerService::GetNodeInfo(
     grpc::CallbackServerContext* context, const v1::GetNodeInfoRequest*,
     v1::GetNodeInfoResponse* response) {
   return Serve(context, "GetNodeInfo", [&]() -> absl::Status {
-    profiler_->FillNodeInfo(response);
+    if (profiler_ != nullptr) {
+      adapter::NodeReportToProto(profiler_->NodeInfo(), response);
+    }
     response->set_server_version(ECHO_VERSION);
     return absl::OkStatus();
   });

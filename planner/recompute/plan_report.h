@@ -11,7 +11,7 @@
 #include "absl/status/statusor.h"
 #include "planner/graph.h"
 #include "planner/memory_simulator.h"
-#include "planner/recompute/recompute_planner.h"
+#include "planner/recompute/plan.h"
 
 namespace echo::planner {
 

@@ -6,7 +6,6 @@
 #include <limits>
 
 #include "absl/status/status.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "planner/recompute/auto_recompute.h"
@@ -162,34 +161,6 @@ absl::StatusOr<Evaluated> RunAuto(const RematProblem& problem,
 }
 
 }  // namespace
-
-absl::StatusOr<RecomputePolicy> ParseRecomputePolicy(absl::string_view name) {
-  const std::string lower = absl::AsciiStrToLower(name);
-  if (lower == "auto") return RecomputePolicy::kAuto;
-  if (lower == "none") return RecomputePolicy::kNone;
-  if (lower == "echo") return RecomputePolicy::kEcho;
-  if (lower == "chen_sqrt") return RecomputePolicy::kChenSqrt;
-  if (lower == "optimal") return RecomputePolicy::kOptimal;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown recompute policy '", name,
-                   "'; expected auto, none, echo, chen_sqrt or optimal"));
-}
-
-absl::string_view RecomputePolicyName(RecomputePolicy policy) {
-  switch (policy) {
-    case RecomputePolicy::kAuto:
-      return "auto";
-    case RecomputePolicy::kNone:
-      return "none";
-    case RecomputePolicy::kEcho:
-      return "echo";
-    case RecomputePolicy::kChenSqrt:
-      return "chen_sqrt";
-    case RecomputePolicy::kOptimal:
-      return "optimal";
-  }
-  return "unknown";
-}
 
 absl::StatusOr<RecomputePlan> GenerateRecomputePlan(
     const Graph& graph, const std::vector<double>& op_costs,

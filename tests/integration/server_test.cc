@@ -8,7 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "http_get.h"
-#include "server/adapter/graph_convert.h"
+#include "adapter/graph_convert.h"
 #include "planner/memory_simulator.h"
 #include "server/echo_server.h"
 #include "../unit/test_util.h"
@@ -125,7 +125,7 @@ TEST_F(ServerTest, OversizedRequestIsResourceExhaustedAndServerKeepsServing) {
   ASSERT_FALSE(response.ok());
   EXPECT_EQ(response.status().code(), absl::StatusCode::kResourceExhausted);
   v1::EstimateMemoryRequest small;
-  *small.mutable_graph() = adapter::GraphToProto(testing::ParseOrDie(
+  *small.mutable_graph() = adapter::GraphToProto(testing::ParseOrFail(
       "tensor x 10 input\nop a fwd other x -> y:20\n"));
   auto ok = client_->EstimateMemory(small);
   ASSERT_TRUE(ok.ok()) << ok.status();

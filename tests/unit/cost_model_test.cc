@@ -364,7 +364,7 @@ constexpr absl::string_view kMixedGraph = R"(
 )";
 
 TEST(CostModelSourcesTest, PrecedenceAndRelativeScaling) {
-  Graph g = testing::ParseOrDie(kMixedGraph);
+  Graph g = testing::ParseOrFail(kMixedGraph);
   MapProfiledTimes profiled({{"profiled", 0.002}, {"measured", 9.0}});
   const DeviceSpec h100 = *FindCatalogDevice("h100-80gb");
   absl::StatusOr<CostTable> table = EstimateOpCosts(g, &h100, &profiled, {});
@@ -403,7 +403,7 @@ TEST(CostModelSourcesTest, PrecedenceAndRelativeScaling) {
 }
 
 TEST(CostModelSourcesTest, RelativeUnitsWithoutDeviceOrTimes) {
-  Graph g = testing::ParseOrDie(R"(
+  Graph g = testing::ParseOrFail(R"(
     tensor x 16 input
     op a fwd elementwise x -> y:16 cost=3
     op b fwd elementwise y -> z:16
@@ -418,7 +418,7 @@ TEST(CostModelSourcesTest, RelativeUnitsWithoutDeviceOrTimes) {
 }
 
 TEST(CostModelSourcesTest, MeasuredTimeWithoutDeviceSwitchesToSeconds) {
-  Graph g = testing::ParseOrDie(R"(
+  Graph g = testing::ParseOrFail(R"(
     tensor x 16 input
     op a fwd elementwise x -> y:16 time=0.5
     op b fwd elementwise y -> z:16
@@ -435,7 +435,7 @@ TEST(CostModelSourcesTest, MeasuredTimeWithoutDeviceSwitchesToSeconds) {
 }
 
 TEST(CostModelSourcesTest, InvalidProfiledTimesAreIgnored) {
-  Graph g = testing::ParseOrDie(kMixedGraph);
+  Graph g = testing::ParseOrFail(kMixedGraph);
   MapProfiledTimes profiled({{"profiled", std::nan("")}});
   const DeviceSpec h100 = *FindCatalogDevice("h100-80gb");
   absl::StatusOr<CostTable> table = EstimateOpCosts(g, &h100, &profiled);
@@ -444,7 +444,7 @@ TEST(CostModelSourcesTest, InvalidProfiledTimesAreIgnored) {
 }
 
 TEST(CostModelSourcesTest, RejectsInvalidDevice) {
-  Graph g = testing::ParseOrDie(kMixedGraph);
+  Graph g = testing::ParseOrFail(kMixedGraph);
   DeviceSpec bad;
   bad.name = "bad";
   bad.memory_bytes = 1;
@@ -510,7 +510,7 @@ TEST(CostModelSignatureTest, NeedsProfiling) {
   Graph no_shapes =
       OneOp(OpClass::kGemm, "fc", {Sized("a", 100)}, {Sized("c", 50)});
   EXPECT_FALSE(NeedsProfiling(no_shapes, 0));
-  Graph measured = testing::ParseOrDie(R"(
+  Graph measured = testing::ParseOrFail(R"(
     tensor a f16[64,128] input
     tensor b f16[128,256] input
     op mm fwd gemm a b -> c:f16[64,256] time=0.001

@@ -19,7 +19,7 @@ void ExpectInvalid(absl::string_view text, absl::string_view fragment) {
 }
 
 TEST(GraphTest, ParsesTextFormatAndResolvesIds) {
-  Graph graph = testing::ParseOrDie(R"(
+  Graph graph = testing::ParseOrFail(R"(
     graph mlp
     tensor x f32[4,8] input
     tensor w 128 parameter
@@ -53,7 +53,7 @@ TEST(GraphTest, ParsesTextFormatAndResolvesIds) {
 }
 
 TEST(GraphTest, RandomAndCollectiveOpsAreNotRecomputableByDefault) {
-  Graph graph = testing::ParseOrDie(R"(
+  Graph graph = testing::ParseOrFail(R"(
     tensor x 16
     op drop fwd random x -> d:16
     op ar fwd collective d -> r:16

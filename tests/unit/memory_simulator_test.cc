@@ -25,7 +25,7 @@ constexpr char kChain[] = R"(
 )";
 
 TEST(MemorySimulatorTest, ChainPeakStepsAndBreakdown) {
-  Graph graph = testing::ParseOrDie(kChain);
+  Graph graph = testing::ParseOrFail(kChain);
   SimulationResult result = SimulatePlain(graph);
   // Live before each step, then + outputs:
   // f1: w1000 x100 + a200 = 1300 (x freed after f1)
@@ -48,7 +48,7 @@ TEST(MemorySimulatorTest, ChainPeakStepsAndBreakdown) {
 }
 
 TEST(MemorySimulatorTest, WorkspaceCountsOnlyWhileRunning) {
-  Graph graph = testing::ParseOrDie(R"(
+  Graph graph = testing::ParseOrFail(R"(
     tensor x 100 input
     op a fwd conv x -> y:100 ws=1000
     op b fwd elementwise y -> z:100
@@ -61,7 +61,7 @@ TEST(MemorySimulatorTest, WorkspaceCountsOnlyWhileRunning) {
 }
 
 TEST(MemorySimulatorTest, UnreadOutputsAreFreedAndGraphOutputsKept) {
-  Graph graph = testing::ParseOrDie(R"(
+  Graph graph = testing::ParseOrFail(R"(
     tensor x 10 input
     op a fwd other x -> dead:1000 keep:50
     op b fwd other x -> y:5
@@ -73,7 +73,7 @@ TEST(MemorySimulatorTest, UnreadOutputsAreFreedAndGraphOutputsKept) {
 }
 
 TEST(MemorySimulatorTest, UnreadInputsAreNeverAllocated) {
-  Graph graph = testing::ParseOrDie(R"(
+  Graph graph = testing::ParseOrFail(R"(
     tensor unused 1000000 input
     tensor x 10 input
     op a fwd other x -> y:5
@@ -82,7 +82,7 @@ TEST(MemorySimulatorTest, UnreadInputsAreNeverAllocated) {
 }
 
 TEST(MemorySimulatorTest, AllocatorRounding) {
-  Graph graph = testing::ParseOrDie(kChain);
+  Graph graph = testing::ParseOrFail(kChain);
   MemoryModelOptions options;
   options.rounding_bytes = 512;
   // Every tensor rounds to 512 except w (1000 -> 1024).
@@ -93,7 +93,7 @@ TEST(MemorySimulatorTest, AllocatorRounding) {
 }
 
 TEST(MemorySimulatorTest, RecomputeScheduleFreesStashedTensor) {
-  Graph graph = testing::ParseOrDie(kChain);
+  Graph graph = testing::ParseOrFail(kChain);
   // Drop b after loss, recompute it from a right before b2.
   Schedule schedule = {{0, false}, {1, false}, {2, false}, {1, true},
                        {3, false}, {4, false}};
@@ -107,7 +107,7 @@ TEST(MemorySimulatorTest, RecomputeScheduleFreesStashedTensor) {
 }
 
 TEST(MemorySimulatorTest, RecomputeLowersPeakWhenSourceIsStashedAnyway) {
-  Graph graph = testing::ParseOrDie(R"(
+  Graph graph = testing::ParseOrFail(R"(
     tensor x 10 input
     op f1 fwd gemm x -> a:100
     op f2 fwd elementwise a -> b:1000
@@ -134,7 +134,7 @@ TEST(MemorySimulatorTest, RecomputeLowersPeakWhenSourceIsStashedAnyway) {
 }
 
 TEST(MemorySimulatorTest, ReplayRejectsInvalidSchedules) {
-  Graph graph = testing::ParseOrDie(kChain);
+  Graph graph = testing::ParseOrFail(kChain);
   struct Case {
     Schedule schedule;
     const char* fragment;
@@ -155,7 +155,7 @@ TEST(MemorySimulatorTest, ReplayRejectsInvalidSchedules) {
 }
 
 TEST(MemorySimulatorTest, ReplayRejectsRecomputingForbiddenOp) {
-  Graph graph = testing::ParseOrDie(R"(
+  Graph graph = testing::ParseOrFail(R"(
     tensor x 10 input
     op drop fwd random x -> a:10
     op use fwd other a -> b:10

@@ -82,7 +82,7 @@ TEST(RecomputePlanTest, PolicyNamesRoundTrip) {
 }
 
 TEST(RecomputePlanTest, RejectsBadInputs) {
-  Graph graph = testing::ParseOrDie(kChain);
+  Graph graph = testing::ParseOrFail(kChain);
   RecomputePlanOptions options;
   auto error = [&](std::vector<double> costs) {
     absl::StatusOr<RecomputePlan> plan =
@@ -109,7 +109,7 @@ TEST(RecomputePlanTest, RejectsBadInputs) {
 }
 
 TEST(RecomputePlanTest, NoneIsThePlainSchedule) {
-  Graph graph = testing::ParseOrDie(kChain);
+  Graph graph = testing::ParseOrFail(kChain);
   RecomputePlan plan = PlanOrDie(graph, RecomputePolicy::kNone);
   EXPECT_EQ(plan.schedule, PlainSchedule(graph));
   // Peak at b4: a b d l + gd = 100 + 1000 + 1000 + 1 + 100.
@@ -126,7 +126,7 @@ TEST(RecomputePlanTest, NoneIsThePlainSchedule) {
 }
 
 TEST(RecomputePlanTest, EchoKeepsCheapOpsRecomputedByTheFrontierRule) {
-  Graph graph = testing::ParseOrDie(kChain);
+  Graph graph = testing::ParseOrFail(kChain);
   RecomputePlan plan = PlanOrDie(graph, RecomputePolicy::kEcho);
   // Cheap ops: f2, f4, loss. Frontier {f2}: releases nothing (a is also read
   // by b2) and allocates b + a = 1100; {f4}: releases c (100), allocates d
@@ -147,7 +147,7 @@ TEST(RecomputePlanTest, EchoKeepsCheapOpsRecomputedByTheFrontierRule) {
 }
 
 TEST(RecomputePlanTest, EchoGroupsSharedInputsAndStashesWhenItReleases) {
-  Graph graph = testing::ParseOrDie(R"(
+  Graph graph = testing::ParseOrFail(R"(
     tensor x 10 input
     op f1 fwd gemm x -> k:100 cost=10
     op s1 fwd elementwise k -> e1:400 cost=1
@@ -175,7 +175,7 @@ TEST(RecomputePlanTest, EchoGroupsSharedInputsAndStashesWhenItReleases) {
 }
 
 TEST(RecomputePlanTest, ChenKeepsEverySqrtNthArticulationPoint) {
-  Graph graph = testing::ParseOrDie(kChain);
+  Graph graph = testing::ParseOrFail(kChain);
   RecomputePlan plan = PlanOrDie(graph, RecomputePolicy::kChenSqrt);
   // Five forward ops, segments of round(sqrt(5)) = 2: f2 and f4 are kept
   // (articulation points), f1, f3 and loss are recomputed; f3's output is
@@ -189,7 +189,7 @@ TEST(RecomputePlanTest, ChenKeepsEverySqrtNthArticulationPoint) {
 }
 
 TEST(RecomputePlanTest, AutoMeetsALimitAtTheLeastCost) {
-  Graph graph = testing::ParseOrDie(kChain);
+  Graph graph = testing::ParseOrFail(kChain);
   // Recomputing f2 (cost 1) from a, which b2 keeps alive anyway, frees b
   // between f3 and b3: the peak drops to b3's 1300.
   RecomputePlan plan = PlanOrDie(graph, RecomputePolicy::kAuto, 1300);
@@ -207,7 +207,7 @@ TEST(RecomputePlanTest, AutoMeetsALimitAtTheLeastCost) {
 }
 
 TEST(RecomputePlanTest, AutoKeepsAStashUntilAReuseThenClonesIt) {
-  Graph graph = testing::ParseOrDie(kChain);
+  Graph graph = testing::ParseOrFail(kChain);
   // Under 1250, a must not be live at b3 either: a stays stashed until f2's
   // clone reads it before b3, and f1 runs again from x (kept alive, 10 B)
   // right before b2. Cost 1 + 10. Peak at b4: x a d l gd = 1211.
@@ -220,7 +220,7 @@ TEST(RecomputePlanTest, AutoKeepsAStashUntilAReuseThenClonesIt) {
 }
 
 TEST(RecomputePlanTest, AutoReportsAnUnreachableLimit) {
-  Graph graph = testing::ParseOrDie(kChain);
+  Graph graph = testing::ParseOrFail(kChain);
   RecomputePlan plan = PlanOrDie(graph, RecomputePolicy::kAuto, 1000);
   EXPECT_FALSE(plan.feasible);
   // The lowest peak it found, never above the plain one.
@@ -230,7 +230,7 @@ TEST(RecomputePlanTest, AutoReportsAnUnreachableLimit) {
 }
 
 TEST(RecomputePlanTest, AutoStaysWithinTheOverheadBudget) {
-  Graph graph = testing::ParseOrDie(kChain);
+  Graph graph = testing::ParseOrFail(kChain);
   // Default budget 5% of 45 = 2.25: only f2 fits.
   RecomputePlan plan = PlanOrDie(graph, RecomputePolicy::kAuto);
   EXPECT_EQ(Render(graph, plan.schedule), "f1 f2 f3 f4 loss b4 (f2) b3 b2 b1");
@@ -250,7 +250,7 @@ TEST(RecomputePlanTest, AutoRespectsTheDepthBound) {
   // instead (peak 2831); with depth 2, f2 recomputes d from c, which g1
   // keeps anyway, and the peak is g6's 2031 (the clones run with
   // c gy d' e' = 1820).
-  Graph graph = testing::ParseOrDie(R"(
+  Graph graph = testing::ParseOrFail(R"(
     tensor x 10 input
     op f1 fwd gemm x -> c:10 cost=10
     op f2 fwd elementwise c -> d:800 cost=1
@@ -283,7 +283,7 @@ TEST(RecomputePlanTest, AutoRespectsTheDepthBound) {
 }
 
 TEST(RecomputePlanTest, OptimalMatchesTheHandOptimum) {
-  Graph graph = testing::ParseOrDie(kChain);
+  Graph graph = testing::ParseOrFail(kChain);
   RecomputePlan plan = PlanOrDie(graph, RecomputePolicy::kOptimal, 1300);
   EXPECT_EQ(plan.solver_status, "optimal");
   EXPECT_TRUE(plan.feasible);
@@ -297,7 +297,7 @@ TEST(RecomputePlanTest, OptimalMatchesTheHandOptimum) {
 }
 
 TEST(RecomputePlanTest, OptimalReportsInfeasibleLimits) {
-  Graph graph = testing::ParseOrDie(kChain);
+  Graph graph = testing::ParseOrFail(kChain);
   RecomputePlan plan = PlanOrDie(graph, RecomputePolicy::kOptimal, 1199);
   EXPECT_EQ(plan.solver_status, "infeasible");
   EXPECT_FALSE(plan.feasible);
@@ -305,7 +305,7 @@ TEST(RecomputePlanTest, OptimalReportsInfeasibleLimits) {
 }
 
 TEST(RecomputePlanTest, PersistentAndOutputsCountInTheLowerBound) {
-  Graph graph = testing::ParseOrDie(R"(
+  Graph graph = testing::ParseOrFail(R"(
     tensor w 500 parameter
     tensor x 10 input
     op f1 fwd random x -> m:100 cost=1

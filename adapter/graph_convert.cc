@@ -1,4 +1,4 @@
-#include "server/adapter/graph_convert.h"
+#include "adapter/graph_convert.h"
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"

@@ -1,7 +1,7 @@
 // Proto <-> planner IR for graphs and memory results. The only place that
 // knows both representations; the planner never sees a proto.
-#ifndef ECHO_SERVER_ADAPTER_GRAPH_CONVERT_H_
-#define ECHO_SERVER_ADAPTER_GRAPH_CONVERT_H_
+#ifndef ECHO_ADAPTER_GRAPH_CONVERT_H_
+#define ECHO_ADAPTER_GRAPH_CONVERT_H_
 
 #include "absl/status/statusor.h"
 #include "echo/v1/graph.pb.h"
@@ -39,4 +39,4 @@ void FillBreakdown(const planner::MemoryBreakdown& breakdown,
 
 }  // namespace echo::adapter
 
-#endif  // ECHO_SERVER_ADAPTER_GRAPH_CONVERT_H_
+#endif  // ECHO_ADAPTER_GRAPH_CONVERT_H_

@@ -1,11 +1,11 @@
 // Proto <-> planner for recompute plans.
-#ifndef ECHO_SERVER_ADAPTER_PLAN_CONVERT_H_
-#define ECHO_SERVER_ADAPTER_PLAN_CONVERT_H_
+#ifndef ECHO_ADAPTER_PLAN_CONVERT_H_
+#define ECHO_ADAPTER_PLAN_CONVERT_H_
 
 #include "absl/status/statusor.h"
 #include "echo/v1/planner.pb.h"
 #include "planner/graph.h"
-#include "planner/recompute/recompute_planner.h"
+#include "planner/recompute/plan.h"
 
 namespace echo::adapter {
 
@@ -24,4 +24,4 @@ void FillPlanResponse(const planner::Graph& graph,
 
 }  // namespace echo::adapter
 
-#endif  // ECHO_SERVER_ADAPTER_PLAN_CONVERT_H_
+#endif  // ECHO_ADAPTER_PLAN_CONVERT_H_

@@ -1,4 +1,4 @@
-#include "client/graph_loader.h"
+#include "adapter/graph_file.h"
 
 #include <fstream>
 #include <sstream>
@@ -7,13 +7,13 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "adapter/graph_convert.h"
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/json_util.h"
 #include "planner/checkmate_import.h"
 #include "planner/text_format.h"
-#include "server/adapter/graph_convert.h"
 
-namespace echo::client {
+namespace echo::adapter {
 
 absl::StatusOr<GraphFormat> ParseGraphFormat(absl::string_view name) {
   const std::string lower = absl::AsciiStrToLower(name);
@@ -49,7 +49,7 @@ GraphFormat DetectFormat(const std::string& path, const std::string& content) {
 absl::StatusOr<v1::Graph> FromPlanner(
     absl::StatusOr<planner::Graph> graph) {
   if (!graph.ok()) return graph.status();
-  return adapter::GraphToProto(*graph);
+  return GraphToProto(*graph);
 }
 
 }  // namespace
@@ -112,4 +112,4 @@ absl::StatusOr<v1::Graph> LoadGraphFile(const std::string& path,
   return ParseGraph(buffer.str(), format, path);
 }
 
-}  // namespace echo::client
+}  // namespace echo::adapter

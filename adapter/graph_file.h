@@ -1,8 +1,10 @@
-// Reads a training graph from a file for the client: Checkmate node-link
-// JSON, proto3 JSON, binary or text `echo.v1.Graph` protos, or the planner's
-// readable text format.
-#ifndef ECHO_CLIENT_GRAPH_LOADER_H_
-#define ECHO_CLIENT_GRAPH_LOADER_H_
+// Reads a training graph file as an `echo.v1.Graph`, for clients: Checkmate
+// node-link JSON, proto3 JSON, binary or text protos, or the planner's
+// readable text format. The proto formats are parsed as they are (the
+// server validates them); the other two go through the planner's importers,
+// which validate while building the IR that is then converted.
+#ifndef ECHO_ADAPTER_GRAPH_FILE_H_
+#define ECHO_ADAPTER_GRAPH_FILE_H_
 
 #include <string>
 
@@ -10,7 +12,7 @@
 #include "absl/strings/string_view.h"
 #include "echo/v1/graph.pb.h"
 
-namespace echo::client {
+namespace echo::adapter {
 
 enum class GraphFormat {
   kAuto,       // from the extension, then the content
@@ -31,6 +33,6 @@ absl::StatusOr<v1::Graph> ParseGraph(const std::string& content,
                                      GraphFormat format,
                                      absl::string_view name_for_errors);
 
-}  // namespace echo::client
+}  // namespace echo::adapter
 
-#endif  // ECHO_CLIENT_GRAPH_LOADER_H_
+#endif  // ECHO_ADAPTER_GRAPH_FILE_H_

@@ -1,10 +1,10 @@
-#include "server/adapter/plan_convert.h"
+#include "adapter/plan_convert.h"
 
 #include <cmath>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "server/adapter/graph_convert.h"
+#include "adapter/graph_convert.h"
 
 namespace echo::adapter {
 

@@ -1,11 +1,11 @@
-#include "server/adapter/device_convert.h"
+#include "adapter/device_convert.h"
 
 #include <map>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "server/adapter/graph_convert.h"
+#include "adapter/graph_convert.h"
 
 namespace echo::adapter {
 
