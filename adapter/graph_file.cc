@@ -11,6 +11,7 @@
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/json_util.h"
 #include "planner/checkmate_import.h"
+#include "planner/status_macros.h"
 #include "planner/text_format.h"
 
 namespace echo::adapter {
@@ -46,10 +47,9 @@ GraphFormat DetectFormat(const std::string& path, const std::string& content) {
   return GraphFormat::kBinary;
 }
 
-absl::StatusOr<v1::Graph> FromPlanner(
-    absl::StatusOr<planner::Graph> graph) {
-  if (!graph.ok()) return graph.status();
-  return GraphToProto(*graph);
+absl::StatusOr<v1::Graph> FromPlanner(absl::StatusOr<planner::Graph> graph) {
+  ASSIGN_OR_RETURN(const planner::Graph ir, std::move(graph));
+  return GraphToProto(ir);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "adapter/graph_convert.h"
+#include "planner/status_macros.h"
 
 namespace echo::adapter {
 
@@ -47,10 +48,7 @@ v1::RecomputePolicy PolicyToProto(planner::RecomputePolicy policy) {
 absl::StatusOr<planner::RecomputePlanOptions> PlanOptionsFromProto(
     const v1::GenerateRecomputePlanRequest& request) {
   planner::RecomputePlanOptions options;
-  absl::StatusOr<planner::RecomputePolicy> policy =
-      PolicyFromProto(request.policy());
-  if (!policy.ok()) return policy.status();
-  options.policy = *policy;
+  ASSIGN_OR_RETURN(options.policy, PolicyFromProto(request.policy()));
   if (request.has_memory_limit_bytes() && request.has_max_overhead_ratio()) {
     return absl::InvalidArgumentError(
         "give at most one budget: memory_limit_bytes or max_overhead_ratio");
@@ -83,10 +81,7 @@ absl::StatusOr<planner::RecomputePlanOptions> PlanOptionsFromProto(
                      request.max_recompute_depth()));
   }
   options.max_recompute_depth = request.max_recompute_depth();
-  absl::StatusOr<planner::MemoryModelOptions> memory =
-      MemoryModelFromProto(request.allocator());
-  if (!memory.ok()) return memory.status();
-  options.memory = *memory;
+  ASSIGN_OR_RETURN(options.memory, MemoryModelFromProto(request.allocator()));
   return options;
 }
 

@@ -21,6 +21,7 @@
 #include "adapter/graph_file.h"
 #include "client/planner_client.h"
 #include "google/protobuf/util/json_util.h"
+#include "planner/status_macros.h"
 
 ABSL_FLAG(std::string, server, "127.0.0.1:50051",
           "echod address: host:port or unix:///path (env ECHO_SERVER)");
@@ -99,10 +100,10 @@ bool JsonOutput() { return absl::GetFlag(FLAGS_output) == "json"; }
 absl::StatusOr<v1::Graph> LoadGraph() {
   const std::string path = absl::GetFlag(FLAGS_graph);
   if (path.empty()) return absl::InvalidArgumentError("--graph is required");
-  absl::StatusOr<echo::adapter::GraphFormat> format =
-      echo::adapter::ParseGraphFormat(absl::GetFlag(FLAGS_format));
-  if (!format.ok()) return format.status();
-  return echo::adapter::LoadGraphFile(path, *format);
+  ASSIGN_OR_RETURN(
+      echo::adapter::GraphFormat format,
+      echo::adapter::ParseGraphFormat(absl::GetFlag(FLAGS_format)));
+  return echo::adapter::LoadGraphFile(path, format);
 }
 
 void SetDevice(v1::DeviceSpec* device) {

@@ -5,6 +5,7 @@
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
+#include "planner/status_macros.h"
 
 namespace echo::client {
 
@@ -47,15 +48,15 @@ absl::StatusOr<grpc::health::v1::HealthCheckResponse::ServingStatus>
 PlannerClient::Health(const std::string& service) {
   grpc::health::v1::HealthCheckRequest request;
   request.set_service(service);
-  absl::StatusOr<grpc::health::v1::HealthCheckResponse> response =
-      Call<grpc::health::v1::HealthCheckRequest,
-           grpc::health::v1::HealthCheckResponse>(
-          [&](auto* c, const auto& req, auto* resp) {
-            return health_->Check(c, req, resp);
-          },
-          request);
-  if (!response.ok()) return response.status();
-  return response->status();
+  using grpc::health::v1::HealthCheckRequest;
+  using grpc::health::v1::HealthCheckResponse;
+  ASSIGN_OR_RETURN(HealthCheckResponse response,
+                   (Call<HealthCheckRequest, HealthCheckResponse>(
+                       [&](auto* c, const auto& req, auto* resp) {
+                         return health_->Check(c, req, resp);
+                       },
+                       request)));
+  return response.status();
 }
 
 #define ECHO_CLIENT_UNARY(Name, Request, Response)                          \

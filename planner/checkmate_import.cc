@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "nlohmann/json.hpp"
+#include "planner/status_macros.h"
 
 namespace echo::planner {
 
@@ -88,18 +89,15 @@ absl::StatusOr<Graph> ImportCheckmateJson(absl::string_view json_text) {
   std::vector<Node> by_id(n);
   for (const nlohmann::json& node : nodes) {
     if (!node.is_object()) return JsonError("a node is not an object");
-    absl::StatusOr<int64_t> id = IntField(node, "id", "a node");
-    if (!id.ok()) return id.status();
-    const std::string where = absl::StrCat("node ", *id);
-    if (*id < 0 || *id >= n) {
+    ASSIGN_OR_RETURN(int64_t id, IntField(node, "id", "a node"));
+    const std::string where = absl::StrCat("node ", id);
+    if (id < 0 || id >= n) {
       return JsonError(absl::StrCat(where, ": ids must be 0..", n - 1));
     }
-    Node& entry = by_id[*id];
+    Node& entry = by_id[id];
     if (entry.seen) return JsonError(absl::StrCat(where, ": duplicate id"));
     entry.seen = true;
-    absl::StatusOr<int64_t> bytes = IntField(node, "cost_ram", where);
-    if (!bytes.ok()) return bytes.status();
-    entry.bytes = *bytes;
+    ASSIGN_OR_RETURN(entry.bytes, IntField(node, "cost_ram", where));
     auto cost = node.find("cost_cpu");
     if (cost == node.end() || !cost->is_number()) {
       return JsonError(absl::StrCat(where, " has no numeric 'cost_cpu'"));
@@ -119,15 +117,13 @@ absl::StatusOr<Graph> ImportCheckmateJson(absl::string_view json_text) {
   }
   for (const nlohmann::json& link : doc["links"]) {
     if (!link.is_object()) return JsonError("a link is not an object");
-    absl::StatusOr<int64_t> source = IntField(link, "source", "a link");
-    if (!source.ok()) return source.status();
-    absl::StatusOr<int64_t> target = IntField(link, "target", "a link");
-    if (!target.ok()) return target.status();
-    if (*source < 0 || *source >= n || *target < 0 || *target >= n) {
-      return JsonError(absl::StrCat("link ", *source, " -> ", *target,
+    ASSIGN_OR_RETURN(int64_t source, IntField(link, "source", "a link"));
+    ASSIGN_OR_RETURN(int64_t target, IntField(link, "target", "a link"));
+    if (source < 0 || source >= n || target < 0 || target >= n) {
+      return JsonError(absl::StrCat("link ", source, " -> ", target,
                                     " names an unknown node"));
     }
-    by_id[*target].inputs.push_back(*source);
+    by_id[target].inputs.push_back(source);
   }
 
   GraphBuilder builder;

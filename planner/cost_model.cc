@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "planner/status_macros.h"
 
 namespace echo::planner {
 namespace {
@@ -147,7 +148,7 @@ absl::StatusOr<CostTable> EstimateOpCosts(const Graph& graph,
                                           const ProfiledTimes* profiled,
                                           const CostModelOptions& options) {
   if (device != nullptr) {
-    if (absl::Status s = ValidateDeviceSpec(*device); !s.ok()) return s;
+    RETURN_IF_ERROR(ValidateDeviceSpec(*device));
   }
   CostTable table;
   table.ops.resize(graph.num_ops());

@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "planner/status_macros.h"
 
 namespace echo::planner {
 
@@ -183,9 +184,7 @@ absl::StatusOr<Graph> GraphBuilder::Build() && {
         return TensorError(spec.id,
                            absl::StrCat("negative size_bytes ", spec.size_bytes));
       }
-      absl::StatusOr<int64_t> computed = SizeFromShape(spec);
-      if (!computed.ok()) return computed.status();
-      size_bytes = *computed;
+      ASSIGN_OR_RETURN(size_bytes, SizeFromShape(spec));
     }
     Tensor tensor;
     tensor.id = std::move(spec.id);

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "planner/status_macros.h"
 
 namespace echo::planner {
 
@@ -92,9 +93,7 @@ absl::Status ParseSize(absl::string_view text, TensorSpec& spec) {
     return absl::InvalidArgumentError(
         absl::StrCat("bad shape '", text, "' for tensor '", spec.id, "'"));
   }
-  absl::StatusOr<DType> dtype = ParseDType(text.substr(0, bracket));
-  if (!dtype.ok()) return dtype.status();
-  spec.dtype = *dtype;
+  ASSIGN_OR_RETURN(spec.dtype, ParseDType(text.substr(0, bracket)));
   const absl::string_view dims =
       text.substr(bracket + 1, text.size() - bracket - 2);
   if (!dims.empty()) {
@@ -128,15 +127,13 @@ absl::Status ParseTensorLine(const std::vector<absl::string_view>& words,
   }
   TensorSpec spec;
   spec.id = std::string(words[1]);
-  if (absl::Status s = ParseSize(words[2], spec); !s.ok()) return s;
+  RETURN_IF_ERROR(ParseSize(words[2], spec));
   for (size_t i = 3; i < words.size(); ++i) {
     if (words[i] == "output") {
       spec.is_output = true;
       continue;
     }
-    absl::StatusOr<TensorRole> role = ParseTensorRole(words[i]);
-    if (!role.ok()) return role.status();
-    spec.role = *role;
+    ASSIGN_OR_RETURN(spec.role, ParseTensorRole(words[i]));
     spec.role_set = true;
   }
   builder.AddTensor(std::move(spec));
@@ -181,12 +178,8 @@ absl::Status ParseOpLine(const std::vector<absl::string_view>& words,
   }
   OpSpec spec;
   spec.id = std::string(words[1]);
-  absl::StatusOr<Phase> phase = ParsePhase(words[2]);
-  if (!phase.ok()) return phase.status();
-  spec.phase = *phase;
-  absl::StatusOr<OpClass> op_class = ParseOpClass(words[3]);
-  if (!op_class.ok()) return op_class.status();
-  spec.op_class = *op_class;
+  ASSIGN_OR_RETURN(spec.phase, ParsePhase(words[2]));
+  ASSIGN_OR_RETURN(spec.op_class, ParseOpClass(words[3]));
   size_t i = 4;
   for (; i < words.size() && words[i] != "->"; ++i) {
     spec.input_ids.emplace_back(words[i]);
@@ -199,7 +192,7 @@ absl::Status ParseOpLine(const std::vector<absl::string_view>& words,
     const absl::string_view word = words[i];
     if (word.find('=') != absl::string_view::npos || word == "norecompute" ||
         word == "recompute") {
-      if (absl::Status s = ParseOpOption(word, spec); !s.ok()) return s;
+      RETURN_IF_ERROR(ParseOpOption(word, spec));
       continue;
     }
     const size_t colon = word.find(':');
@@ -209,9 +202,7 @@ absl::Status ParseOpLine(const std::vector<absl::string_view>& words,
     }
     TensorSpec tensor;
     tensor.id = std::string(word.substr(0, colon));
-    if (absl::Status s = ParseSize(word.substr(colon + 1), tensor); !s.ok()) {
-      return s;
-    }
+    RETURN_IF_ERROR(ParseSize(word.substr(colon + 1), tensor));
     spec.output_ids.push_back(tensor.id);
     builder.AddTensor(std::move(tensor));
   }

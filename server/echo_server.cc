@@ -14,6 +14,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
+#include "planner/status_macros.h"
 #include "spdlog/spdlog.h"
 
 namespace echo::server {
@@ -37,12 +38,10 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> TcpCredentials(
         "--tls_cert_file and --tls_key_file must be given together");
   }
   if (options.tls_cert_file.empty()) return grpc::InsecureServerCredentials();
-  absl::StatusOr<std::string> cert = ReadFile(options.tls_cert_file);
-  if (!cert.ok()) return cert.status();
-  absl::StatusOr<std::string> key = ReadFile(options.tls_key_file);
-  if (!key.ok()) return key.status();
+  ASSIGN_OR_RETURN(std::string cert, ReadFile(options.tls_cert_file));
+  ASSIGN_OR_RETURN(std::string key, ReadFile(options.tls_key_file));
   grpc::SslServerCredentialsOptions ssl;
-  ssl.pem_key_cert_pairs.push_back({*key, *cert});
+  ssl.pem_key_cert_pairs.push_back({key, cert});
   return grpc::SslServerCredentials(ssl);
 }
 
@@ -82,10 +81,9 @@ absl::StatusOr<std::unique_ptr<EchoServer>> EchoServer::Start(
         absl::StrCat(host, ":", ports.empty() ? 0 : ports.front());
   }
 
-  absl::StatusOr<std::unique_ptr<NodeProfiler>> profiler =
-      NodeProfiler::Create(options.profiler, server->registry_.get());
-  if (!profiler.ok()) return profiler.status();
-  server->profiler_ = *std::move(profiler);
+  ASSIGN_OR_RETURN(
+      server->profiler_,
+      NodeProfiler::Create(options.profiler, server->registry_.get()));
   spdlog::info("GPU: {}; profiling {}; profile cache: {} entries in {}",
                server->profiler_->discovery().status,
                options.profiler.enable_profiling ? "enabled" : "disabled",
@@ -101,10 +99,9 @@ absl::StatusOr<std::unique_ptr<EchoServer>> EchoServer::Start(
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_request_bytes));
   builder.SetMaxSendMessageSize(std::numeric_limits<int>::max());
   if (!options.grpc_address.empty()) {
-    absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
-        TcpCredentials(options);
-    if (!credentials.ok()) return credentials.status();
-    builder.AddListeningPort(options.grpc_address, *credentials,
+    ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                     TcpCredentials(options));
+    builder.AddListeningPort(options.grpc_address, credentials,
                              &server->grpc_port_);
   }
   if (!options.unix_socket.empty()) {

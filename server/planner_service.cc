@@ -10,6 +10,7 @@
 #include "adapter/profile_convert.h"
 #include "planner/memory_simulator.h"
 #include "planner/recompute/recompute_planner.h"
+#include "planner/status_macros.h"
 #include "server/status_map.h"
 #include "spdlog/spdlog.h"
 
@@ -73,23 +74,18 @@ grpc::ServerUnaryReactor* PlannerService::Serve(
 
 absl::StatusOr<PlannerService::CostedGraph> PlannerService::PrepareGraph(
     const char* method, const v1::Graph& proto, const v1::DeviceSpec* device) {
-  absl::StatusOr<planner::Graph> graph = adapter::GraphFromProto(proto);
-  if (!graph.ok()) return graph.status();
-  if (metrics_ != nullptr) metrics_->RecordGraphOps(method, graph->num_ops());
+  ASSIGN_OR_RETURN(planner::Graph graph, adapter::GraphFromProto(proto));
+  if (metrics_ != nullptr) metrics_->RecordGraphOps(method, graph.num_ops());
   std::optional<planner::DeviceSpec> resolved;
   if (device != nullptr && NamesDevice(*device)) {
-    absl::StatusOr<planner::DeviceSpec> spec = adapter::ResolveDevice(*device);
-    if (!spec.ok()) return spec.status();
-    resolved = *std::move(spec);
+    ASSIGN_OR_RETURN(resolved, adapter::ResolveDevice(*device));
   }
   const planner::DeviceSpec* device_ptr = resolved ? &*resolved : nullptr;
   const planner::ProfiledTimes* profiled =
       profiler_ != nullptr ? profiler_->TimesFor(device_ptr) : nullptr;
-  absl::StatusOr<planner::CostTable> costs =
-      planner::EstimateOpCosts(*graph, device_ptr, profiled);
-  if (!costs.ok()) return costs.status();
-  return CostedGraph{*std::move(graph), std::move(resolved),
-                     *std::move(costs)};
+  ASSIGN_OR_RETURN(planner::CostTable costs,
+                   planner::EstimateOpCosts(graph, device_ptr, profiled));
+  return CostedGraph{std::move(graph), std::move(resolved), std::move(costs)};
 }
 
 grpc::ServerUnaryReactor* PlannerService::EstimateMemory(
@@ -97,25 +93,24 @@ grpc::ServerUnaryReactor* PlannerService::EstimateMemory(
     const v1::EstimateMemoryRequest* request,
     v1::EstimateMemoryResponse* response) {
   return Serve(context, "EstimateMemory", [&]() -> absl::Status {
-    absl::StatusOr<CostedGraph> costed =
-        PrepareGraph("EstimateMemory", request->graph(), &request->device());
-    if (!costed.ok()) return costed.status();
-    absl::StatusOr<planner::MemoryModelOptions> memory =
-        adapter::MemoryModelFromProto(request->allocator());
-    if (!memory.ok()) return memory.status();
+    ASSIGN_OR_RETURN(
+        CostedGraph costed,
+        PrepareGraph("EstimateMemory", request->graph(), &request->device()));
+    ASSIGN_OR_RETURN(planner::MemoryModelOptions memory,
+                     adapter::MemoryModelFromProto(request->allocator()));
     if (request->max_live_tensors() < -1) {
       return absl::InvalidArgumentError(absl::StrCat(
           "max_live_tensors must be >= -1, got ", request->max_live_tensors()));
     }
     const planner::SimulationResult result =
-        planner::SimulatePlain(costed->graph, *memory);
+        planner::SimulatePlain(costed.graph, memory);
     const int max_live =
         request->max_live_tensors() == 0 ? 20 : request->max_live_tensors();
-    adapter::FillEstimate(costed->graph, result, max_live, response);
-    if (costed->device && costed->costs.unit == planner::kSecondsUnit) {
-      response->set_compute_time_seconds(costed->costs.TotalCost());
+    adapter::FillEstimate(costed.graph, result, max_live, response);
+    if (costed.device && costed.costs.unit == planner::kSecondsUnit) {
+      response->set_compute_time_seconds(costed.costs.TotalCost());
     }
-    adapter::CostSourceSummaryToProto(costed->costs.Summary(),
+    adapter::CostSourceSummaryToProto(costed.costs.Summary(),
                                       response->mutable_cost_sources());
     if (metrics_ != nullptr) metrics_->RecordEstimatedPeak(result.peak_bytes);
     return absl::OkStatus();
@@ -127,21 +122,20 @@ grpc::ServerUnaryReactor* PlannerService::GenerateRecomputePlan(
     const v1::GenerateRecomputePlanRequest* request,
     v1::GenerateRecomputePlanResponse* response) {
   return Serve(context, "GenerateRecomputePlan", [&]() -> absl::Status {
-    absl::StatusOr<planner::RecomputePlanOptions> options =
-        adapter::PlanOptionsFromProto(*request);
-    if (!options.ok()) return options.status();
-    const std::string policy(planner::RecomputePolicyName(options->policy));
+    ASSIGN_OR_RETURN(planner::RecomputePlanOptions options,
+                     adapter::PlanOptionsFromProto(*request));
+    const std::string policy(planner::RecomputePolicyName(options.policy));
     absl::StatusOr<CostedGraph> costed = PrepareGraph(
         "GenerateRecomputePlan", request->graph(), &request->device());
     absl::StatusOr<planner::RecomputePlan> plan =
         costed.ok() ? planner::GenerateRecomputePlan(
-                          costed->graph, costed->costs.Costs(), *options)
+                          costed->graph, costed->costs.Costs(), options)
                     : absl::StatusOr<planner::RecomputePlan>(costed.status());
     if (!plan.ok()) {
       if (metrics_ != nullptr) metrics_->RecordPlan(policy, "error", 0, 0, 0);
       return plan.status();
     }
-    adapter::FillPlanResponse(costed->graph, *plan, options->policy, response);
+    adapter::FillPlanResponse(costed->graph, *plan, options.policy, response);
     response->set_cost_unit(costed->costs.unit);
     adapter::CostSourceSummaryToProto(costed->costs.Summary(),
                                       response->mutable_cost_sources());
@@ -170,17 +164,16 @@ grpc::ServerUnaryReactor* PlannerService::CheckFit(
       return absl::InvalidArgumentError(
           "max_overhead_ratio and reserved_bytes must be >= 0");
     }
-    absl::StatusOr<planner::MemoryModelOptions> memory =
-        adapter::MemoryModelFromProto(request->allocator());
-    if (!memory.ok()) return memory.status();
-    absl::StatusOr<CostedGraph> costed =
-        PrepareGraph("CheckFit", request->graph(), &request->device());
-    if (!costed.ok()) return costed.status();
+    ASSIGN_OR_RETURN(planner::MemoryModelOptions memory,
+                     adapter::MemoryModelFromProto(request->allocator()));
+    ASSIGN_OR_RETURN(
+        CostedGraph costed,
+        PrepareGraph("CheckFit", request->graph(), &request->device()));
     const int64_t capacity =
-        costed->device->memory_bytes - request->reserved_bytes();
-    response->set_device_memory_bytes(costed->device->memory_bytes);
+        costed.device->memory_bytes - request->reserved_bytes();
+    response->set_device_memory_bytes(costed.device->memory_bytes);
     const int64_t baseline =
-        planner::SimulatePlain(costed->graph, *memory).peak_bytes;
+        planner::SimulatePlain(costed.graph, memory).peak_bytes;
     response->set_baseline_peak_bytes(baseline);
     response->set_planned_peak_bytes(baseline);
     if (baseline <= capacity) {
@@ -192,31 +185,30 @@ grpc::ServerUnaryReactor* PlannerService::CheckFit(
       return absl::OkStatus();
     }
     planner::RecomputePlanOptions options;
-    options.memory = *memory;
+    options.memory = memory;
     options.memory_limit_bytes = std::max<int64_t>(capacity, 1);
-    absl::StatusOr<planner::RecomputePlan> plan = planner::GenerateRecomputePlan(
-        costed->graph, costed->costs.Costs(), options);
-    if (!plan.ok()) return plan.status();
-    response->set_planned_peak_bytes(plan->planned_peak_bytes);
-    response->set_recompute_overhead_ratio(plan->recompute_overhead_ratio);
-    const bool fits = plan->feasible && plan->planned_peak_bytes <= capacity &&
-                      plan->recompute_overhead_ratio <= ratio;
+    ASSIGN_OR_RETURN(planner::RecomputePlan plan,
+                     planner::GenerateRecomputePlan(
+                         costed.graph, costed.costs.Costs(), options));
+    response->set_planned_peak_bytes(plan.planned_peak_bytes);
+    response->set_recompute_overhead_ratio(plan.recompute_overhead_ratio);
+    const bool fits = plan.feasible && plan.planned_peak_bytes <= capacity &&
+                      plan.recompute_overhead_ratio <= ratio;
     response->set_fits(fits);
     response->set_message(
         fits ? absl::StrFormat("fits with recomputation: peak %d -> %d of %d "
                                "usable bytes at %.2f%% extra compute",
-                               baseline, plan->planned_peak_bytes, capacity,
-                               100 * plan->recompute_overhead_ratio)
-        : plan->feasible
+                               baseline, plan.planned_peak_bytes, capacity,
+                               100 * plan.recompute_overhead_ratio)
+        : plan.feasible
             ? absl::StrFormat("fits only at %.2f%% extra compute, above the "
                               "%.2f%% budget (peak %d -> %d of %d bytes)",
-                              100 * plan->recompute_overhead_ratio,
-                              100 * ratio, baseline, plan->planned_peak_bytes,
-                              capacity)
+                              100 * plan.recompute_overhead_ratio, 100 * ratio,
+                              baseline, plan.planned_peak_bytes, capacity)
             : absl::StrFormat("does not fit even with maximal recomputation: "
                               "best peak %d, lower bound %d, usable %d bytes",
-                              plan->planned_peak_bytes,
-                              plan->peak_lower_bound_bytes, capacity));
+                              plan.planned_peak_bytes,
+                              plan.peak_lower_bound_bytes, capacity));
     return absl::OkStatus();
   });
 }
@@ -225,12 +217,11 @@ grpc::ServerUnaryReactor* PlannerService::ProfileOps(
     grpc::CallbackServerContext* context, const v1::ProfileOpsRequest* request,
     v1::ProfileOpsResponse* response) {
   return Serve(context, "ProfileOps", [&]() -> absl::Status {
-    absl::StatusOr<planner::Graph> graph =
-        adapter::GraphFromProto(request->graph());
-    if (!graph.ok()) return graph.status();
+    ASSIGN_OR_RETURN(planner::Graph graph,
+                     adapter::GraphFromProto(request->graph()));
     std::vector<planner::OpIndex> ops;
     for (const std::string& id : request->op_ids()) {
-      const planner::OpIndex op = graph->FindOp(id);
+      const planner::OpIndex op = graph.FindOp(id);
       if (op < 0) {
         return absl::InvalidArgumentError(
             absl::StrCat("op_ids names unknown op '", id, "'"));
@@ -240,10 +231,9 @@ grpc::ServerUnaryReactor* PlannerService::ProfileOps(
     if (profiler_ == nullptr) {
       return absl::FailedPreconditionError("this echod has no profiler");
     }
-    absl::StatusOr<planner::ProfileReport> report =
-        profiler_->ProfileOps(*graph, ops, request->force());
-    if (!report.ok()) return report.status();
-    adapter::ProfileReportToProto(*report, response);
+    ASSIGN_OR_RETURN(planner::ProfileReport report,
+                     profiler_->ProfileOps(graph, ops, request->force()));
+    adapter::ProfileReportToProto(report, response);
     return absl::OkStatus();
   });
 }

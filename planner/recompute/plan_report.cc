@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "planner/status_macros.h"
 
 namespace echo::planner {
 namespace {
@@ -96,12 +97,11 @@ absl::StatusOr<RecomputePlan> BuildPlanFromSchedule(
     const Graph& graph, const std::vector<double>& op_costs,
     const MemoryModelOptions& memory, int64_t baseline_peak_bytes,
     Schedule schedule) {
-  absl::StatusOr<SimulationResult> replay =
-      ReplaySchedule(graph, schedule, memory);
-  if (!replay.ok()) return replay.status();
+  ASSIGN_OR_RETURN(SimulationResult replay,
+                   ReplaySchedule(graph, schedule, memory));
   RecomputePlan plan;
   plan.baseline_peak_bytes = baseline_peak_bytes;
-  plan.planned_peak_bytes = replay->peak_bytes;
+  plan.planned_peak_bytes = replay.peak_bytes;
   for (OpIndex o = 0; o < graph.num_ops(); ++o) {
     plan.baseline_compute_cost += op_costs[o];
   }
@@ -151,10 +151,10 @@ absl::StatusOr<RecomputePlan> BuildPlanFromSchedule(
   }
 
   std::vector<uint8_t> live_at_peak(graph.num_tensors(), 0);
-  for (const LiveInstance& live : replay->live_at_peak) {
+  for (const LiveInstance& live : replay.live_at_peak) {
     live_at_peak[live.tensor] = 1;
   }
-  const int32_t peak_step = replay->peak_step;
+  const int32_t peak_step = replay.peak_step;
   std::vector<int32_t> step_of_original(graph.num_ops(), 0);
   for (int32_t step = 0; step < num_steps; ++step) {
     if (!schedule[step].recompute) step_of_original[schedule[step].op] = step;

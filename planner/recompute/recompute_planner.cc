@@ -14,6 +14,7 @@
 #include "planner/recompute/echo_recompute.h"
 #include "planner/recompute/plan_report.h"
 #include "planner/recompute/remat_problem.h"
+#include "planner/status_macros.h"
 
 namespace echo::planner {
 namespace {
@@ -125,12 +126,10 @@ Evaluated SelectBest(const RematProblem& problem,
 absl::StatusOr<Evaluated> RunAuto(const RematProblem& problem,
                                   const RecomputePlanOptions& options,
                                   double ratio, double cost_budget) {
-  absl::StatusOr<RematSet> echo_seed = EchoRecompute().Run(problem);
-  if (!echo_seed.ok()) return echo_seed.status();
-  absl::StatusOr<RematSet> chen_seed = ChenSqrtRecompute().Run(problem);
-  if (!chen_seed.ok()) return chen_seed.status();
-  std::vector<RematPlan> seeds = {RematPlan{*std::move(echo_seed), {}},
-                                  RematPlan{*std::move(chen_seed), {}}};
+  ASSIGN_OR_RETURN(RematSet echo_seed, EchoRecompute().Run(problem));
+  ASSIGN_OR_RETURN(RematSet chen_seed, ChenSqrtRecompute().Run(problem));
+  std::vector<RematPlan> seeds = {RematPlan{std::move(echo_seed), {}},
+                                  RematPlan{std::move(chen_seed), {}}};
   int32_t depth = options.max_recompute_depth;
   if (depth == 0) {
     depth = kDefaultMaxRecomputeDepth;
@@ -149,10 +148,9 @@ absl::StatusOr<Evaluated> RunAuto(const RematProblem& problem,
     }
   }
   AutoRecompute pass(std::move(auto_options));
-  absl::StatusOr<std::vector<RematPlan>> candidates = pass.Run(problem);
-  if (!candidates.ok()) return candidates.status();
+  ASSIGN_OR_RETURN(std::vector<RematPlan> candidates, pass.Run(problem));
   std::vector<RematPlan> within;
-  for (RematPlan& candidate : *candidates) {
+  for (RematPlan& candidate : candidates) {
     if (RematChainDepth(problem, candidate) <= depth) {
       within.push_back(std::move(candidate));
     }
@@ -165,9 +163,7 @@ absl::StatusOr<Evaluated> RunAuto(const RematProblem& problem,
 absl::StatusOr<RecomputePlan> GenerateRecomputePlan(
     const Graph& graph, const std::vector<double>& op_costs,
     const RecomputePlanOptions& options) {
-  if (absl::Status status = Validate(graph, op_costs, options); !status.ok()) {
-    return status;
-  }
+  RETURN_IF_ERROR(Validate(graph, op_costs, options));
   const auto start = std::chrono::steady_clock::now();
   const RematProblem problem(graph, op_costs, options.memory);
   const int64_t baseline_peak = SimulatePlain(graph, options.memory).peak_bytes;
@@ -185,23 +181,20 @@ absl::StatusOr<RecomputePlan> GenerateRecomputePlan(
       break;
     case RecomputePolicy::kEcho: {
       EchoRecompute pass;
-      absl::StatusOr<RematSet> remat = pass.Run(problem);
-      if (!remat.ok()) return remat.status();
-      schedule = ScheduleFromRematSet(problem, *remat);
+      ASSIGN_OR_RETURN(RematSet remat, pass.Run(problem));
+      schedule = ScheduleFromRematSet(problem, remat);
       break;
     }
     case RecomputePolicy::kChenSqrt: {
       ChenSqrtRecompute pass;
-      absl::StatusOr<RematSet> remat = pass.Run(problem);
-      if (!remat.ok()) return remat.status();
-      schedule = ScheduleFromRematSet(problem, *remat);
+      ASSIGN_OR_RETURN(RematSet remat, pass.Run(problem));
+      schedule = ScheduleFromRematSet(problem, remat);
       break;
     }
     case RecomputePolicy::kAuto: {
-      absl::StatusOr<Evaluated> best =
-          RunAuto(problem, options, ratio, cost_budget);
-      if (!best.ok()) return best.status();
-      schedule = std::move(best->schedule);
+      ASSIGN_OR_RETURN(Evaluated best,
+                       RunAuto(problem, options, ratio, cost_budget));
+      schedule = std::move(best.schedule);
       break;
     }
     case RecomputePolicy::kOptimal: {
@@ -217,20 +210,18 @@ absl::StatusOr<RecomputePlan> GenerateRecomputePlan(
       milp_options.time_limit_seconds = options.solver_time_limit_seconds;
       milp_options.max_nonzeros = options.solver_max_nonzeros;
       // AUTO's plan, when it meets the limit, is CBC's starting incumbent.
-      absl::StatusOr<Evaluated> start =
-          RunAuto(problem, options, ratio, cost_budget);
-      if (!start.ok()) return start.status();
-      if (start->peak <= *options.memory_limit_bytes) {
-        milp_options.warm_start = std::move(start->schedule);
+      ASSIGN_OR_RETURN(Evaluated start,
+                       RunAuto(problem, options, ratio, cost_budget));
+      if (start.peak <= *options.memory_limit_bytes) {
+        milp_options.warm_start = std::move(start.schedule);
       }
       OptimalRecompute pass(std::move(milp_options));
-      absl::StatusOr<OptimalRecompute::Result> result = pass.Run(problem);
-      if (!result.ok()) return result.status();
-      solver_status = result->status;
-      solver_bound = result->bound_cost;
-      optimal_feasible = !result->schedule.empty();
+      ASSIGN_OR_RETURN(OptimalRecompute::Result result, pass.Run(problem));
+      solver_status = result.status;
+      solver_bound = result.bound_cost;
+      optimal_feasible = !result.schedule.empty();
       schedule =
-          optimal_feasible ? std::move(result->schedule) : PlainSchedule(graph);
+          optimal_feasible ? std::move(result.schedule) : PlainSchedule(graph);
       break;
     }
   }

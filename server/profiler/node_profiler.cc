@@ -11,6 +11,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "planner/status_macros.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
@@ -228,7 +229,7 @@ absl::string_view NodeProfiler::TimeOne(const planner::Graph& graph,
 absl::StatusOr<planner::ProfileReport> NodeProfiler::ProfileOps(
     const planner::Graph& graph, const std::vector<planner::OpIndex>& ops,
     bool force) {
-  if (absl::Status s = CheckAvailable(); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckAvailable());
   for (planner::OpIndex op : ops) {
     if (op < 0 || op >= graph.num_ops()) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -50,9 +50,7 @@ Graph OneOp(OpClass op_class, std::string op_type,
     builder.AddTensor(std::move(t));
   }
   builder.AddOp(std::move(op));
-  absl::StatusOr<Graph> graph = std::move(builder).Build();
-  EXPECT_TRUE(graph.ok()) << graph.status();
-  return *std::move(graph);
+  return testing::ValueOrFail(std::move(builder).Build());
 }
 
 constexpr DType kF32 = DType::kFloat32;

@@ -85,10 +85,8 @@ class NodeProfilerTest : public ::testing::Test {
     timer_ = timer.get();
     timer_->SetTime(planner::OpClass::kGemm, 2e-5);
     timer_->SetTime(planner::OpClass::kOther, 3e-6);
-    absl::StatusOr<std::unique_ptr<NodeProfiler>> profiler =
-        NodeProfiler::Create(std::move(options), &registry_, std::move(timer));
-    EXPECT_TRUE(profiler.ok()) << profiler.status();
-    return *std::move(profiler);
+    return testing::ValueOrFail(
+        NodeProfiler::Create(std::move(options), &registry_, std::move(timer)));
   }
   static NodeProfilerOptions Enabled() {
     NodeProfilerOptions options;

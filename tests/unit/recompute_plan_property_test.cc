@@ -26,10 +26,7 @@ RecomputePlan PlanOrDie(const Graph& graph, const std::vector<double>& costs,
   options.max_overhead_ratio = ratio;
   options.memory = memory;
   options.solver_time_limit_seconds = 10;
-  absl::StatusOr<RecomputePlan> plan =
-      GenerateRecomputePlan(graph, costs, options);
-  EXPECT_TRUE(plan.ok()) << plan.status();
-  return plan.ok() ? *std::move(plan) : RecomputePlan{};
+  return testing::ValueOrFail(GenerateRecomputePlan(graph, costs, options));
 }
 
 // The plan is valid and every number it claims is the replay's.

@@ -61,10 +61,8 @@ RecomputePlan PlanOrDie(const Graph& graph, RecomputePolicy policy,
   options.memory_limit_bytes = limit;
   options.max_overhead_ratio = ratio;
   options.solver_time_limit_seconds = 20;
-  absl::StatusOr<RecomputePlan> plan =
-      GenerateRecomputePlan(graph, Costs(graph), options);
-  EXPECT_TRUE(plan.ok()) << plan.status();
-  return plan.ok() ? *std::move(plan) : RecomputePlan{};
+  return testing::ValueOrFail(
+      GenerateRecomputePlan(graph, Costs(graph), options));
 }
 
 TEST(RecomputePlanTest, PolicyNamesRoundTrip) {

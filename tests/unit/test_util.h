@@ -65,14 +65,15 @@ inline std::string ReadTestFile(const std::string& relative_path) {
   return buffer.str();
 }
 
-// The value, or (after failing the test) an empty graph: a bad fixture
-// fails its test, not the binary.
-inline planner::Graph ValueOrFail(absl::StatusOr<planner::Graph> graph) {
-  if (!graph.ok()) {
-    ADD_FAILURE() << graph.status();
-    return planner::Graph();
+// The value, or (after failing the current test) a value-initialized T:
+// a bad fixture fails its test instead of aborting the binary.
+template <typename T>
+T ValueOrFail(absl::StatusOr<T> status_or) {
+  if (!status_or.ok()) {
+    ADD_FAILURE() << status_or.status();
+    return T{};
   }
-  return *std::move(graph);
+  return *std::move(status_or);
 }
 
 inline planner::Graph LoadCheckmate(const std::string& name) {
