@@ -126,4 +126,25 @@ void FillPlanResponse(const planner::Graph& graph,
   response->set_message(plan.message);
 }
 
+absl::StatusOr<planner::FitOptions> FitOptionsFromProto(
+    const v1::CheckFitRequest& request) {
+  planner::FitOptions options;
+  if (request.has_max_overhead_ratio()) {
+    options.max_overhead_ratio = request.max_overhead_ratio();
+  }
+  options.reserved_bytes = request.reserved_bytes();
+  ASSIGN_OR_RETURN(options.memory, MemoryModelFromProto(request.allocator()));
+  return options;
+}
+
+void FillFitResponse(const planner::FitResult& result,
+                     v1::CheckFitResponse* response) {
+  response->set_fits(result.fits);
+  response->set_fits_without_recompute(result.fits_without_recompute);
+  response->set_baseline_peak_bytes(result.baseline_peak_bytes);
+  response->set_planned_peak_bytes(result.planned_peak_bytes);
+  response->set_recompute_overhead_ratio(result.recompute_overhead_ratio);
+  response->set_message(result.message);
+}
+
 }  // namespace echo::adapter

@@ -21,9 +21,10 @@ ABSL_FLAG(std::string, unix_socket, "",
           "path of a Unix socket for node-local clients (empty: off)");
 ABSL_FLAG(std::string, metrics_address, "127.0.0.1:9464",
           "host:port for Prometheus /metrics (empty: off)");
-ABSL_FLAG(int64_t, max_request_bytes, 64 << 20,
+ABSL_FLAG(int64_t, max_request_bytes, echo::server::kDefaultMaxRequestBytes,
           "largest request accepted; larger ones get RESOURCE_EXHAUSTED");
-ABSL_FLAG(int32_t, max_concurrent_requests, 64,
+ABSL_FLAG(int32_t, max_concurrent_requests,
+          echo::server::kDefaultMaxConcurrentRequests,
           "requests in flight beyond this get RESOURCE_EXHAUSTED");
 ABSL_FLAG(std::string, tls_cert_file, "",
           "PEM certificate for TLS on the TCP port (with --tls_key_file)");

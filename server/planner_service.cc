@@ -9,6 +9,7 @@
 #include "adapter/plan_convert.h"
 #include "adapter/profile_convert.h"
 #include "planner/memory_simulator.h"
+#include "planner/recompute/fit_check.h"
 #include "planner/recompute/recompute_planner.h"
 #include "planner/status_macros.h"
 #include "server/status_map.h"
@@ -21,9 +22,6 @@
 namespace echo::server {
 
 namespace {
-
-// Budget used by CheckFit when the request gives none.
-constexpr double kDefaultFitOverheadRatio = 0.05;
 
 bool NamesDevice(const v1::DeviceSpec& device) {
   return !device.name().empty() || device.memory_bytes() != 0 ||
@@ -157,58 +155,17 @@ grpc::ServerUnaryReactor* PlannerService::CheckFit(
       return absl::InvalidArgumentError(
           "CheckFit needs a device (a catalog name or a full spec)");
     }
-    const double ratio = request->max_overhead_ratio() == 0
-                             ? kDefaultFitOverheadRatio
-                             : request->max_overhead_ratio();
-    if (!(ratio >= 0) || request->reserved_bytes() < 0) {
-      return absl::InvalidArgumentError(
-          "max_overhead_ratio and reserved_bytes must be >= 0");
-    }
-    ASSIGN_OR_RETURN(planner::MemoryModelOptions memory,
-                     adapter::MemoryModelFromProto(request->allocator()));
+    ASSIGN_OR_RETURN(planner::FitOptions options,
+                     adapter::FitOptionsFromProto(*request));
     ASSIGN_OR_RETURN(
         CostedGraph costed,
         PrepareGraph("CheckFit", request->graph(), &request->device()));
-    const int64_t capacity =
-        costed.device->memory_bytes - request->reserved_bytes();
-    response->set_device_memory_bytes(costed.device->memory_bytes);
-    const int64_t baseline =
-        planner::SimulatePlain(costed.graph, memory).peak_bytes;
-    response->set_baseline_peak_bytes(baseline);
-    response->set_planned_peak_bytes(baseline);
-    if (baseline <= capacity) {
-      response->set_fits(true);
-      response->set_fits_without_recompute(true);
-      response->set_message(absl::StrFormat(
-          "fits without recomputation: peak %d of %d usable bytes", baseline,
-          capacity));
-      return absl::OkStatus();
-    }
-    planner::RecomputePlanOptions options;
-    options.memory = memory;
-    options.memory_limit_bytes = std::max<int64_t>(capacity, 1);
-    ASSIGN_OR_RETURN(planner::RecomputePlan plan,
-                     planner::GenerateRecomputePlan(
-                         costed.graph, costed.costs.Costs(), options));
-    response->set_planned_peak_bytes(plan.planned_peak_bytes);
-    response->set_recompute_overhead_ratio(plan.recompute_overhead_ratio);
-    const bool fits = plan.feasible && plan.planned_peak_bytes <= capacity &&
-                      plan.recompute_overhead_ratio <= ratio;
-    response->set_fits(fits);
-    response->set_message(
-        fits ? absl::StrFormat("fits with recomputation: peak %d -> %d of %d "
-                               "usable bytes at %.2f%% extra compute",
-                               baseline, plan.planned_peak_bytes, capacity,
-                               100 * plan.recompute_overhead_ratio)
-        : plan.feasible
-            ? absl::StrFormat("fits only at %.2f%% extra compute, above the "
-                              "%.2f%% budget (peak %d -> %d of %d bytes)",
-                              100 * plan.recompute_overhead_ratio, 100 * ratio,
-                              baseline, plan.planned_peak_bytes, capacity)
-            : absl::StrFormat("does not fit even with maximal recomputation: "
-                              "best peak %d, lower bound %d, usable %d bytes",
-                              plan.planned_peak_bytes,
-                              plan.peak_lower_bound_bytes, capacity));
+    options.device_memory_bytes = costed.device->memory_bytes;
+    ASSIGN_OR_RETURN(
+        const planner::FitResult fit,
+        planner::CheckFit(costed.graph, costed.costs.Costs(), options));
+    response->set_device_memory_bytes(options.device_memory_bytes);
+    adapter::FillFitResponse(fit, response);
     return absl::OkStatus();
   });
 }

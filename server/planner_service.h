@@ -1,12 +1,13 @@
-// echo.v1.MemoryPlanner over the gRPC callback API. Each handler adapts the
-// request to the planner IR, runs the planner, and adapts the result back;
-// every error leaves through ToGrpcStatus.
+// echo.v1.MemoryPlanner over the gRPC callback API. Each handler converts
+// the request to the planner IR with the adapter, runs the planner (or the
+// profiler), and fills the response with the adapter; every error leaves
+// through ToGrpcStatus.
 #ifndef ECHO_SERVER_PLANNER_SERVICE_H_
 #define ECHO_SERVER_PLANNER_SERVICE_H_
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
-
 #include <optional>
 
 #include "absl/status/status.h"
@@ -19,9 +20,14 @@
 
 namespace echo::server {
 
+// The server's defaults, used by PlannerServiceOptions, ServerOptions and
+// echod's flags.
+inline constexpr int kDefaultMaxConcurrentRequests = 64;
+inline constexpr int64_t kDefaultMaxRequestBytes = int64_t{64} << 20;
+
 struct PlannerServiceOptions {
   // Requests beyond this many in flight get RESOURCE_EXHAUSTED.
-  int max_concurrent_requests = 64;
+  int max_concurrent_requests = kDefaultMaxConcurrentRequests;
 };
 
 class PlannerService final : public v1::MemoryPlanner::CallbackService {

@@ -95,6 +95,26 @@ struct RecomputePlan {
   std::string message;
 };
 
+// A fit check (fit_check.h): the device's memory and the overhead budget.
+struct FitOptions {
+  int64_t device_memory_bytes = 0;
+  // Bytes the framework keeps for itself (CUDA context, ...).
+  int64_t reserved_bytes = 0;
+  // Largest acceptable recompute overhead, as in RecomputePlanOptions: unset
+  // means kDefaultMaxOverheadRatio, 0 means no extra compute at all.
+  std::optional<double> max_overhead_ratio;
+  MemoryModelOptions memory;
+};
+
+struct FitResult {
+  bool fits = false;
+  bool fits_without_recompute = false;
+  int64_t baseline_peak_bytes = 0;
+  int64_t planned_peak_bytes = 0;
+  double recompute_overhead_ratio = 0;
+  std::string message;
+};
+
 // Case-insensitive: auto none echo chen_sqrt optimal.
 absl::StatusOr<RecomputePolicy> ParseRecomputePolicy(absl::string_view name);
 // Lower case.

@@ -13,22 +13,20 @@
 //              over an interval model of memory, seeded with the Echo and
 //              Chen plans; never worse than the plain schedule.
 //
+// Each policy is a pass behind RecomputePass (recompute_pass.h), found in a
+// registry; options, plan types and every default are in plan.h.
+//
 // Budgets: memory_limit_bytes minimizes the extra compute subject to the peak;
 // max_overhead_ratio minimizes the peak subject to extra compute <= ratio *
-// baseline compute. With neither, AUTO minimizes the peak with
-// max_overhead_ratio = kDefaultMaxOverheadRatio (0.05).
+// baseline compute (0: no extra compute). With neither, AUTO minimizes the
+// peak with max_overhead_ratio = kDefaultMaxOverheadRatio (0.05).
 #ifndef ECHO_PLANNER_RECOMPUTE_RECOMPUTE_PLANNER_H_
 #define ECHO_PLANNER_RECOMPUTE_RECOMPUTE_PLANNER_H_
 
-#include <cstdint>
-#include <optional>
-#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
 #include "planner/graph.h"
-#include "planner/memory_simulator.h"
 #include "planner/recompute/plan.h"
 
 namespace echo::planner {

@@ -150,12 +150,6 @@ TEST(RecomputePlanPropertyTest, OptimalOnSmallRandomGraphs) {
   }
 }
 
-std::vector<double> RelativeCosts(const Graph& graph) {
-  std::vector<double> costs;
-  for (const Op& op : graph.ops()) costs.push_back(op.relative_cost);
-  return costs;
-}
-
 struct CheckmateCase {
   const char* name;
   // AUTO meets these limits (fractions of the plain peak) ...
@@ -177,7 +171,7 @@ TEST(RecomputePlanPropertyTest, CheckmateGraphs) {
   for (const CheckmateCase& c : cases) {
     SCOPED_TRACE(c.name);
     const Graph graph = testing::LoadCheckmate(c.name);
-    const std::vector<double> costs = RelativeCosts(graph);
+    const std::vector<double> costs = testing::RelativeCosts(graph);
     const int64_t plain = SimulatePlain(graph).peak_bytes;
     for (RecomputePolicy policy :
          {RecomputePolicy::kNone, RecomputePolicy::kEcho,
@@ -207,7 +201,7 @@ TEST(RecomputePlanPropertyTest, CheckmateGraphs) {
 
 TEST(RecomputePlanPropertyTest, AutoIsWithinFivePercentOfTheMilpOnVgg16) {
   const Graph graph = testing::LoadCheckmate("vgg16_b256_train");
-  const std::vector<double> costs = RelativeCosts(graph);
+  const std::vector<double> costs = testing::RelativeCosts(graph);
   const int64_t plain = SimulatePlain(graph).peak_bytes;
   for (double fraction : {0.9, 0.84}) {
     SCOPED_TRACE(fraction);

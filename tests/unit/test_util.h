@@ -8,6 +8,7 @@
 #include <sstream>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -84,6 +85,30 @@ inline planner::Graph LoadCheckmate(const std::string& name) {
 inline planner::Graph ParseOrFail(absl::string_view text) {
   return ValueOrFail(planner::ParseTextGraph(text));
 }
+
+// Each op's relative_cost (`cost=` in the text format), as op costs.
+inline std::vector<double> RelativeCosts(const planner::Graph& graph) {
+  std::vector<double> costs;
+  costs.reserve(graph.num_ops());
+  for (const planner::Op& op : graph.ops()) costs.push_back(op.relative_cost);
+  return costs;
+}
+
+// Two gemm + elementwise layers; the backward of each gemm reads its input,
+// the elementwise backward reads the op's input. Costs: gemm 10, others 1
+// (baseline 45). Plain peak 2201 bytes, at b4.
+inline constexpr char kTwoLayerChain[] = R"(
+  tensor x 10 input
+  op f1 fwd gemm x -> a:100 cost=10
+  op f2 fwd elementwise a -> b:1000 cost=1
+  op f3 fwd gemm b -> c:100 cost=10
+  op f4 fwd elementwise c -> d:1000 cost=1
+  op loss fwd reduction d -> l:1 cost=1
+  op b4 bwd elementwise l d -> gd:100 cost=1
+  op b3 bwd gemm gd b -> gc:100 cost=10
+  op b2 bwd elementwise gc a -> gb:100 cost=1
+  op b1 bwd gemm gb -> ga:10 cost=10
+)";
 
 }  // namespace echo::testing
 
