@@ -163,6 +163,7 @@ absl::StatusOr<planner::Graph> GraphFromProto(const v1::Graph& proto) {
                           "relative_cost", spec.relative_cost)}) {
       if (!status.ok()) return status;
     }
+    spec.measured_on = op.measured_on();
     spec.workspace_bytes = op.workspace_bytes();
     spec.recomputable_set = op.has_recomputable();
     spec.recomputable = op.recomputable();
@@ -205,6 +206,7 @@ v1::Graph GraphToProto(const planner::Graph& graph) {
     if (op.measured_time_seconds >= 0) {
       out->set_measured_time_seconds(op.measured_time_seconds);
     }
+    out->set_measured_on(op.measured_on);
     if (op.relative_cost >= 0) out->set_relative_cost(op.relative_cost);
     out->set_workspace_bytes(op.workspace_bytes);
     out->set_recomputable(op.recomputable);

@@ -262,6 +262,7 @@ absl::StatusOr<Graph> GraphBuilder::Build() && {
     op.phase = spec.phase;
     op.flops = spec.flops;
     op.measured_time_seconds = spec.measured_time_seconds;
+    op.measured_on = std::move(spec.measured_on);
     op.relative_cost = spec.relative_cost;
     op.workspace_bytes = spec.workspace_bytes;
     op.recomputable = spec.recomputable_set

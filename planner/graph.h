@@ -96,6 +96,10 @@ struct Op {
   // Negative when unknown.
   double flops = -1;
   double measured_time_seconds = -1;
+  // Where measured_time_seconds was measured: a catalog device name or a
+  // description such as "cpu:x86_64"; empty when unknown. The cost model
+  // uses the time as measured only for that device (cost_model.h).
+  std::string measured_on;
   double relative_cost = -1;
   int64_t workspace_bytes = 0;
   bool recomputable = true;
@@ -156,6 +160,7 @@ struct OpSpec {
   std::vector<std::string> output_ids;
   double flops = -1;
   double measured_time_seconds = -1;
+  std::string measured_on;  // as Op::measured_on
   double relative_cost = -1;
   int64_t workspace_bytes = 0;
   // Unset: false for RANDOM and COLLECTIVE ops, true otherwise.

@@ -151,6 +151,10 @@ absl::Status ParseOpOption(absl::string_view word, OpSpec& spec) {
   const absl::string_view value = word.substr(eq + 1);
   if (key == "cost") return ParseDouble(key, value, spec.relative_cost);
   if (key == "time") return ParseDouble(key, value, spec.measured_time_seconds);
+  if (key == "on") {
+    spec.measured_on = std::string(value);
+    return absl::OkStatus();
+  }
   if (key == "flops") return ParseDouble(key, value, spec.flops);
   if (key == "ws") {
     if (!absl::SimpleAtoi(value, &spec.workspace_bytes)) {

@@ -12,7 +12,8 @@
 // reduction, norm, softmax, data_movement, random, collective, other,
 // embedding), inputs, "->", outputs (an existing id, or id:size to declare
 // an activation), then key=value options: cost (relative), time (seconds),
-// flops, ws (workspace bytes), type (framework op type), name; and the flags
+// on (where time was measured, e.g. on=h100-80gb), flops, ws (workspace
+// bytes), type (framework op type), name; and the flags
 // norecompute / recompute. Roles: input, parameter, optimizer_state,
 // gradient, activation; "output" after the role marks a graph output.
 #ifndef ECHO_PLANNER_TEXT_FORMAT_H_

@@ -248,7 +248,9 @@ absl::StatusOr<planner::ProfileReport> NodeProfiler::ProfileOps(
   std::vector<planner::OpIndex> selected = ops;
   if (selected.empty()) {
     for (planner::OpIndex op = 0; op < graph.num_ops(); ++op) {
-      if (planner::NeedsProfiling(graph, op)) selected.push_back(op);
+      if (planner::NeedsProfiling(graph, op, LocalDevice())) {
+        selected.push_back(op);
+      }
     }
   }
   planner::ProfileReport report;
@@ -313,7 +315,7 @@ std::optional<double> NodeProfiler::Lookup(const planner::Graph& graph,
   }
   // A miss counts only for ops the profiler would time; ops the model
   // estimates well are never expected in the cache.
-  if (seconds || planner::NeedsProfiling(graph, op)) {
+  if (seconds || planner::NeedsProfiling(graph, op, LocalDevice())) {
     metrics_->RecordLookup(seconds.has_value());
   }
   return seconds;

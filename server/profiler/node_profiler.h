@@ -95,6 +95,10 @@ class NodeProfiler : public planner::ProfiledTimes {
                std::unique_ptr<OpTimer> timer, std::string cache_path,
                prometheus::Registry* registry);
 
+  // local_device_ as a pointer (nullptr when not in the catalog).
+  const planner::DeviceSpec* LocalDevice() const {
+    return local_device_ ? &*local_device_ : nullptr;
+  }
   // Why profiling cannot run, or OK.
   absl::Status CheckAvailable() const;
   std::string CacheKey(const planner::Graph& graph, planner::OpIndex op) const;

@@ -354,7 +354,7 @@ class MapProfiledTimes : public ProfiledTimes {
 constexpr absl::string_view kMixedGraph = R"(
   tensor x f32[64,64] input
   tensor w f32[64,64] parameter
-  op measured fwd gemm x w -> a:f32[64,64] time=0.001 cost=1 type=aten::mm
+  op measured fwd gemm x w -> a:f32[64,64] time=0.001 on=h100-80gb cost=1 type=aten::mm
   op profiled fwd gemm a w -> b:f32[64,64] cost=2 type=aten::mm
   op analytic fwd elementwise b -> c:f32[64,64] type=aten::relu
   op relative fwd gemm c -> d:4096 cost=4
@@ -430,6 +430,36 @@ TEST(CostModelSourcesTest, MeasuredTimeWithoutDeviceSwitchesToSeconds) {
   EXPECT_EQ(table->ops[1].source, CostSource::kUnknown);
   EXPECT_EQ(table->ops[2].source, CostSource::kUnknown);
   EXPECT_EQ(table->Summary().count(CostSource::kUnknown), 2);
+}
+
+TEST(CostModelSourcesTest, MeasuredTimesPriceOnlyTheDeviceTheyWereMeasuredOn) {
+  Graph g = testing::ParseOrFail(R"(
+    tensor x f32[1024] input
+    op cpu fwd elementwise x -> a:f32[1024] time=0.5 on=cpu:x86_64
+    op h100 fwd elementwise a -> b:f32[1024] time=0.25 on=H100-80GB
+    op unknown fwd elementwise b -> c:f32[1024] time=0.125
+  )");
+  const DeviceSpec h100 = *FindCatalogDevice("h100-80gb");
+  const DeviceSpec rtx = *FindCatalogDevice("rtx-2080-ti");
+  // No device: the capture machine's times are all there is.
+  ASSERT_OK_AND_ASSIGN(CostTable none, EstimateOpCosts(g, nullptr, nullptr));
+  EXPECT_EQ(none.Costs(), (std::vector<double>{0.5, 0.25, 0.125}));
+  EXPECT_EQ(none.Summary().count(CostSource::kMeasured), 3);
+  // H100: its own time (names compare case-insensitively); the CPU's time
+  // and the time of unknown origin give way to the roofline.
+  ASSERT_OK_AND_ASSIGN(CostTable on_h100, EstimateOpCosts(g, &h100, nullptr));
+  EXPECT_EQ(on_h100.ops[0].source, CostSource::kAnalytic);
+  EXPECT_EQ(on_h100.ops[1].source, CostSource::kMeasured);
+  EXPECT_EQ(on_h100.ops[1].cost, 0.25);
+  EXPECT_EQ(on_h100.ops[2].source, CostSource::kAnalytic);
+  EXPECT_LT(on_h100.ops[0].cost, 1e-4);
+  // Another GPU: nothing measured applies, and its roofline is slower.
+  ASSERT_OK_AND_ASSIGN(CostTable on_rtx, EstimateOpCosts(g, &rtx, nullptr));
+  EXPECT_EQ(on_rtx.Summary().count(CostSource::kAnalytic), 3);
+  EXPECT_GT(on_rtx.ops[0].cost, on_h100.ops[0].cost);
+  EXPECT_FALSE(MeasuredTimeApplies(g.op(0), &h100));
+  EXPECT_TRUE(MeasuredTimeApplies(g.op(0), nullptr));
+  EXPECT_FALSE(MeasuredTimeApplies(g.op(2), &h100));
 }
 
 TEST(CostModelSourcesTest, InvalidProfiledTimesAreIgnored) {
@@ -514,6 +544,10 @@ TEST(CostModelSignatureTest, NeedsProfiling) {
     op mm fwd gemm a b -> c:f16[64,256] time=0.001
   )");
   EXPECT_FALSE(NeedsProfiling(measured, 0));
+  // A time measured on another device (here: unknown) does not stop the
+  // profiler of a known GPU.
+  const DeviceSpec h100 = *FindCatalogDevice("h100-80gb");
+  EXPECT_TRUE(NeedsProfiling(measured, 0, &h100));
   Graph relu = OneOp(OpClass::kElementwise, "aten::relu",
                      {Shaped("a", kF32, {64})}, {Shaped("b", kF32, {64})});
   EXPECT_FALSE(NeedsProfiling(relu, 0));
