@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "planner/byte_size.h"
 #include "planner/status_macros.h"
 
 namespace echo::planner {
@@ -80,18 +81,6 @@ std::string NameList(const Graph& graph, const std::vector<int32_t>& items,
 }
 
 }  // namespace
-
-std::string HumanBytes(int64_t bytes) {
-  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double value = static_cast<double>(bytes);
-  int unit = 0;
-  while (std::abs(value) >= 1024 && unit < 4) {
-    value /= 1024;
-    ++unit;
-  }
-  return unit == 0 ? absl::StrCat(bytes, " B")
-                   : absl::StrFormat("%.2f %s", value, kUnits[unit]);
-}
 
 absl::StatusOr<RecomputePlan> BuildPlanFromSchedule(
     const Graph& graph, const std::vector<double>& op_costs,

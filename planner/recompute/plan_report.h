@@ -30,9 +30,6 @@ absl::StatusOr<RecomputePlan> BuildPlanFromSchedule(
 // not re-run) between its creation and its last reader.
 int64_t PeakLowerBound(const Graph& graph, const MemoryModelOptions& memory);
 
-// "1.23 GiB", "512 B".
-std::string HumanBytes(int64_t bytes);
-
 }  // namespace echo::planner
 
 #endif  // ECHO_PLANNER_RECOMPUTE_PLAN_REPORT_H_

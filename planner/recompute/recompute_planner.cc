@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "planner/byte_size.h"
 #include "planner/recompute/plan_report.h"
 #include "planner/recompute/recompute_pass.h"
 #include "planner/recompute/remat_problem.h"

@@ -29,6 +29,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "model_graphs.h"
+#include "planner/byte_size.h"
 #include "planner/checkmate_import.h"
 #include "planner/recompute/plan_report.h"
 #include "planner/recompute/recompute_planner.h"
