@@ -110,7 +110,6 @@ absl::StatusOr<SimulationResult> ReplaySchedule(
   // Pass 1: validity, instances and their last readers.
   OpIndex next_original = 0;
   SimulationResult result;
-  std::vector<int32_t> distinct_inputs;
   for (int32_t step = 0; step < num_steps; ++step) {
     const Execution& e = schedule[step];
     if (e.op < 0 || e.op >= graph.num_ops()) {
