@@ -13,7 +13,7 @@ RUN_PACKAGES := build-essential cmake pkg-config libgrpc++-dev \
   prometheus-cpp-dev libspdlog-dev nlohmann-json3-dev coinor-libcbc-dev \
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev
 TEST_PACKAGES := $(RUN_PACKAGES) python3 python3-torch python3-torchvision \
-  python3-grpcio python3-protobuf python3-networkx curl
+  python3-grpcio python3-protobuf python3-networkx curl clang-format
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 

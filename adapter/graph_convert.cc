@@ -7,20 +7,34 @@ namespace echo::adapter {
 
 planner::DType DTypeFromProto(v1::DType dtype) {
   switch (dtype) {
-    case v1::DTYPE_FLOAT32: return planner::DType::kFloat32;
-    case v1::DTYPE_FLOAT16: return planner::DType::kFloat16;
-    case v1::DTYPE_BFLOAT16: return planner::DType::kBFloat16;
-    case v1::DTYPE_FLOAT64: return planner::DType::kFloat64;
-    case v1::DTYPE_INT64: return planner::DType::kInt64;
-    case v1::DTYPE_INT32: return planner::DType::kInt32;
-    case v1::DTYPE_INT16: return planner::DType::kInt16;
-    case v1::DTYPE_INT8: return planner::DType::kInt8;
-    case v1::DTYPE_UINT8: return planner::DType::kUInt8;
-    case v1::DTYPE_BOOL: return planner::DType::kBool;
-    case v1::DTYPE_FLOAT8_E4M3: return planner::DType::kFloat8E4M3;
-    case v1::DTYPE_FLOAT8_E5M2: return planner::DType::kFloat8E5M2;
-    case v1::DTYPE_COMPLEX64: return planner::DType::kComplex64;
-    default: return planner::DType::kUnspecified;
+    case v1::DTYPE_FLOAT32:
+      return planner::DType::kFloat32;
+    case v1::DTYPE_FLOAT16:
+      return planner::DType::kFloat16;
+    case v1::DTYPE_BFLOAT16:
+      return planner::DType::kBFloat16;
+    case v1::DTYPE_FLOAT64:
+      return planner::DType::kFloat64;
+    case v1::DTYPE_INT64:
+      return planner::DType::kInt64;
+    case v1::DTYPE_INT32:
+      return planner::DType::kInt32;
+    case v1::DTYPE_INT16:
+      return planner::DType::kInt16;
+    case v1::DTYPE_INT8:
+      return planner::DType::kInt8;
+    case v1::DTYPE_UINT8:
+      return planner::DType::kUInt8;
+    case v1::DTYPE_BOOL:
+      return planner::DType::kBool;
+    case v1::DTYPE_FLOAT8_E4M3:
+      return planner::DType::kFloat8E4M3;
+    case v1::DTYPE_FLOAT8_E5M2:
+      return planner::DType::kFloat8E5M2;
+    case v1::DTYPE_COMPLEX64:
+      return planner::DType::kComplex64;
+    default:
+      return planner::DType::kUnspecified;
   }
 }
 
@@ -38,17 +52,28 @@ namespace {
 
 planner::OpClass OpClassFromProto(v1::OpClass op_class) {
   switch (op_class) {
-    case v1::OP_CLASS_GEMM: return planner::OpClass::kGemm;
-    case v1::OP_CLASS_CONV: return planner::OpClass::kConv;
-    case v1::OP_CLASS_ELEMENTWISE: return planner::OpClass::kElementwise;
-    case v1::OP_CLASS_REDUCTION: return planner::OpClass::kReduction;
-    case v1::OP_CLASS_NORM: return planner::OpClass::kNorm;
-    case v1::OP_CLASS_SOFTMAX: return planner::OpClass::kSoftmax;
-    case v1::OP_CLASS_DATA_MOVEMENT: return planner::OpClass::kDataMovement;
-    case v1::OP_CLASS_RANDOM: return planner::OpClass::kRandom;
-    case v1::OP_CLASS_COLLECTIVE: return planner::OpClass::kCollective;
-    case v1::OP_CLASS_EMBEDDING: return planner::OpClass::kEmbedding;
-    default: return planner::OpClass::kOther;
+    case v1::OP_CLASS_GEMM:
+      return planner::OpClass::kGemm;
+    case v1::OP_CLASS_CONV:
+      return planner::OpClass::kConv;
+    case v1::OP_CLASS_ELEMENTWISE:
+      return planner::OpClass::kElementwise;
+    case v1::OP_CLASS_REDUCTION:
+      return planner::OpClass::kReduction;
+    case v1::OP_CLASS_NORM:
+      return planner::OpClass::kNorm;
+    case v1::OP_CLASS_SOFTMAX:
+      return planner::OpClass::kSoftmax;
+    case v1::OP_CLASS_DATA_MOVEMENT:
+      return planner::OpClass::kDataMovement;
+    case v1::OP_CLASS_RANDOM:
+      return planner::OpClass::kRandom;
+    case v1::OP_CLASS_COLLECTIVE:
+      return planner::OpClass::kCollective;
+    case v1::OP_CLASS_EMBEDDING:
+      return planner::OpClass::kEmbedding;
+    default:
+      return planner::OpClass::kOther;
   }
 }
 
@@ -64,29 +89,39 @@ v1::OpClass OpClassToProto(planner::OpClass op_class) {
 
 planner::Phase PhaseFromProto(v1::Phase phase) {
   switch (phase) {
-    case v1::PHASE_BACKWARD: return planner::Phase::kBackward;
-    case v1::PHASE_OPTIMIZER: return planner::Phase::kOptimizer;
-    default: return planner::Phase::kForward;
+    case v1::PHASE_BACKWARD:
+      return planner::Phase::kBackward;
+    case v1::PHASE_OPTIMIZER:
+      return planner::Phase::kOptimizer;
+    default:
+      return planner::Phase::kForward;
   }
 }
 
 v1::Phase PhaseToProto(planner::Phase phase) {
   switch (phase) {
-    case planner::Phase::kBackward: return v1::PHASE_BACKWARD;
-    case planner::Phase::kOptimizer: return v1::PHASE_OPTIMIZER;
-    case planner::Phase::kForward: return v1::PHASE_FORWARD;
+    case planner::Phase::kBackward:
+      return v1::PHASE_BACKWARD;
+    case planner::Phase::kOptimizer:
+      return v1::PHASE_OPTIMIZER;
+    case planner::Phase::kForward:
+      return v1::PHASE_FORWARD;
   }
   return v1::PHASE_FORWARD;
 }
 
 planner::TensorRole RoleFromProto(v1::TensorRole role) {
   switch (role) {
-    case v1::TENSOR_ROLE_PARAMETER: return planner::TensorRole::kParameter;
+    case v1::TENSOR_ROLE_PARAMETER:
+      return planner::TensorRole::kParameter;
     case v1::TENSOR_ROLE_OPTIMIZER_STATE:
       return planner::TensorRole::kOptimizerState;
-    case v1::TENSOR_ROLE_INPUT: return planner::TensorRole::kInput;
-    case v1::TENSOR_ROLE_GRADIENT: return planner::TensorRole::kGradient;
-    default: return planner::TensorRole::kActivation;
+    case v1::TENSOR_ROLE_INPUT:
+      return planner::TensorRole::kInput;
+    case v1::TENSOR_ROLE_GRADIENT:
+      return planner::TensorRole::kGradient;
+    default:
+      return planner::TensorRole::kActivation;
   }
 }
 
@@ -94,12 +129,16 @@ planner::TensorRole RoleFromProto(v1::TensorRole role) {
 
 v1::TensorRole RoleToProto(planner::TensorRole role) {
   switch (role) {
-    case planner::TensorRole::kParameter: return v1::TENSOR_ROLE_PARAMETER;
+    case planner::TensorRole::kParameter:
+      return v1::TENSOR_ROLE_PARAMETER;
     case planner::TensorRole::kOptimizerState:
       return v1::TENSOR_ROLE_OPTIMIZER_STATE;
-    case planner::TensorRole::kInput: return v1::TENSOR_ROLE_INPUT;
-    case planner::TensorRole::kGradient: return v1::TENSOR_ROLE_GRADIENT;
-    case planner::TensorRole::kActivation: return v1::TENSOR_ROLE_ACTIVATION;
+    case planner::TensorRole::kInput:
+      return v1::TENSOR_ROLE_INPUT;
+    case planner::TensorRole::kGradient:
+      return v1::TENSOR_ROLE_GRADIENT;
+    case planner::TensorRole::kActivation:
+      return v1::TENSOR_ROLE_ACTIVATION;
   }
   return v1::TENSOR_ROLE_ACTIVATION;
 }
@@ -240,8 +279,8 @@ void FillBreakdown(const planner::MemoryBreakdown& breakdown,
 }
 
 void FillEstimate(const planner::Graph& graph,
-                  const planner::SimulationResult& result,
-                  int max_live_tensors, v1::EstimateMemoryResponse* response) {
+                  const planner::SimulationResult& result, int max_live_tensors,
+                  v1::EstimateMemoryResponse* response) {
   response->set_peak_bytes(result.peak_bytes);
   response->set_peak_step(result.peak_step);
   response->set_peak_op_id(graph.op(result.peak_op).id);

@@ -24,9 +24,9 @@ absl::StatusOr<GraphFormat> ParseGraphFormat(absl::string_view name) {
   if (lower == "binary" || lower == "pb") return GraphFormat::kBinary;
   if (lower == "textproto" || lower == "pbtxt") return GraphFormat::kTextProto;
   if (lower == "text" || lower == "graph") return GraphFormat::kEchoText;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown graph format '", name,
-      "' (auto, checkmate, json, binary, textproto, text)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown graph format '", name,
+                   "' (auto, checkmate, json, binary, textproto, text)"));
 }
 
 namespace {
@@ -42,7 +42,7 @@ GraphFormat DetectFormat(const std::string& path, const std::string& content) {
   if (ends(".graph")) return GraphFormat::kEchoText;
   if (ends(".json")) {
     return absl::StrContains(content, "\"links\"") ? GraphFormat::kCheckmate
-                                                    : GraphFormat::kProtoJson;
+                                                   : GraphFormat::kProtoJson;
   }
   return GraphFormat::kBinary;
 }

@@ -25,8 +25,8 @@ enum class GraphFormat {
 
 absl::StatusOr<GraphFormat> ParseGraphFormat(absl::string_view name);
 
-absl::StatusOr<v1::Graph> LoadGraphFile(const std::string& path,
-                                        GraphFormat format = GraphFormat::kAuto);
+absl::StatusOr<v1::Graph> LoadGraphFile(
+    const std::string& path, GraphFormat format = GraphFormat::kAuto);
 
 // The same, from bytes already read.
 absl::StatusOr<v1::Graph> ParseGraph(const std::string& content,

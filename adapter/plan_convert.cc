@@ -25,8 +25,9 @@ absl::StatusOr<planner::RecomputePolicy> PolicyFromProto(int policy) {
     case v1::RECOMPUTE_POLICY_OPTIMAL:
       return planner::RecomputePolicy::kOptimal;
     default:
-      return absl::InvalidArgumentError(absl::StrCat(
-          "unknown policy ", policy, " (AUTO, NONE, ECHO, CHEN_SQRT, OPTIMAL)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown policy ", policy,
+                       " (AUTO, NONE, ECHO, CHEN_SQRT, OPTIMAL)"));
   }
 }
 
@@ -34,9 +35,12 @@ absl::StatusOr<planner::RecomputePolicy> PolicyFromProto(int policy) {
 
 v1::RecomputePolicy PolicyToProto(planner::RecomputePolicy policy) {
   switch (policy) {
-    case planner::RecomputePolicy::kAuto: return v1::RECOMPUTE_POLICY_AUTO;
-    case planner::RecomputePolicy::kNone: return v1::RECOMPUTE_POLICY_NONE;
-    case planner::RecomputePolicy::kEcho: return v1::RECOMPUTE_POLICY_ECHO;
+    case planner::RecomputePolicy::kAuto:
+      return v1::RECOMPUTE_POLICY_AUTO;
+    case planner::RecomputePolicy::kNone:
+      return v1::RECOMPUTE_POLICY_NONE;
+    case planner::RecomputePolicy::kEcho:
+      return v1::RECOMPUTE_POLICY_ECHO;
     case planner::RecomputePolicy::kChenSqrt:
       return v1::RECOMPUTE_POLICY_CHEN_SQRT;
     case planner::RecomputePolicy::kOptimal:
@@ -96,8 +100,7 @@ void FillPlanResponse(const planner::Graph& graph,
   response->set_baseline_compute_cost(plan.baseline_compute_cost);
   response->set_recompute_cost(plan.recompute_cost);
   response->set_recompute_overhead_ratio(plan.recompute_overhead_ratio);
-  response->mutable_schedule()->Reserve(
-      static_cast<int>(plan.schedule.size()));
+  response->mutable_schedule()->Reserve(static_cast<int>(plan.schedule.size()));
   for (const planner::Execution& e : plan.schedule) {
     v1::Execution* out = response->add_schedule();
     out->set_op_id(graph.op(e.op).id);

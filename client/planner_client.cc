@@ -9,8 +9,7 @@
 
 namespace echo::client {
 
-PlannerClient::PlannerClient(const ClientOptions& options)
-    : options_(options) {
+PlannerClient::PlannerClient(const ClientOptions& options) : options_(options) {
   grpc::ChannelArguments arguments;
   arguments.SetMaxReceiveMessageSize(-1);
   arguments.SetMaxSendMessageSize(-1);
@@ -31,10 +30,9 @@ template <typename Request, typename Response, typename Method>
 absl::StatusOr<Response> PlannerClient::Call(Method method,
                                              const Request& request) {
   grpc::ClientContext context;
-  context.set_deadline(
-      std::chrono::system_clock::now() +
-      std::chrono::milliseconds(
-          static_cast<int64_t>(options_.timeout_seconds * 1000)));
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::milliseconds(static_cast<int64_t>(
+                           options_.timeout_seconds * 1000)));
   Response response;
   const grpc::Status status = method(&context, request, &response);
   if (!status.ok()) {
@@ -59,14 +57,14 @@ PlannerClient::Health(const std::string& service) {
   return response.status();
 }
 
-#define ECHO_CLIENT_UNARY(Name, Request, Response)                          \
-  absl::StatusOr<v1::Response> PlannerClient::Name(                         \
-      const v1::Request& request) {                                         \
-    return Call<v1::Request, v1::Response>(                                 \
-        [&](auto* c, const auto& req, auto* resp) {                         \
-          return planner_->Name(c, req, resp);                              \
-        },                                                                  \
-        request);                                                           \
+#define ECHO_CLIENT_UNARY(Name, Request, Response)  \
+  absl::StatusOr<v1::Response> PlannerClient::Name( \
+      const v1::Request& request) {                 \
+    return Call<v1::Request, v1::Response>(         \
+        [&](auto* c, const auto& req, auto* resp) { \
+          return planner_->Name(c, req, resp);      \
+        },                                          \
+        request);                                   \
   }
 
 ECHO_CLIENT_UNARY(EstimateMemory, EstimateMemoryRequest, EstimateMemoryResponse)

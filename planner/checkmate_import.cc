@@ -16,21 +16,37 @@ namespace echo::planner {
 
 OpClass OpClassFromLayerName(absl::string_view name) {
   static constexpr std::pair<absl::string_view, OpClass> kKeywords[] = {
-      {"conv", OpClass::kConv},          {"dw", OpClass::kConv},
-      {"pw", OpClass::kConv},            {"conv2d", OpClass::kConv},
-      {"transpose", OpClass::kConv},     {"cropping2d", OpClass::kDataMovement},            {"fc", OpClass::kGemm},
-      {"dense", OpClass::kGemm},         {"predictions", OpClass::kGemm},
-      {"logits", OpClass::kGemm},        {"bn", OpClass::kNorm},
-      {"batchnorm", OpClass::kNorm},     {"norm", OpClass::kNorm},
-      {"pool", OpClass::kReduction},     {"flatten", OpClass::kDataMovement},
-      {"reshape", OpClass::kDataMovement}, {"pad", OpClass::kDataMovement},
-      {"concat", OpClass::kDataMovement}, {"upsample", OpClass::kDataMovement},
-      {"crop", OpClass::kDataMovement},  {"relu", OpClass::kElementwise},
-      {"add", OpClass::kElementwise},    {"out", OpClass::kElementwise},
-      {"act", OpClass::kElementwise},    {"activation", OpClass::kElementwise},
-      {"sigmoid", OpClass::kElementwise}, {"tanh", OpClass::kElementwise},
-      {"mul", OpClass::kElementwise},    {"dropout", OpClass::kRandom},
-      {"softmax", OpClass::kSoftmax},    {"loss", OpClass::kSoftmax},
+      {"conv", OpClass::kConv},
+      {"dw", OpClass::kConv},
+      {"pw", OpClass::kConv},
+      {"conv2d", OpClass::kConv},
+      {"transpose", OpClass::kConv},
+      {"cropping2d", OpClass::kDataMovement},
+      {"fc", OpClass::kGemm},
+      {"dense", OpClass::kGemm},
+      {"predictions", OpClass::kGemm},
+      {"logits", OpClass::kGemm},
+      {"bn", OpClass::kNorm},
+      {"batchnorm", OpClass::kNorm},
+      {"norm", OpClass::kNorm},
+      {"pool", OpClass::kReduction},
+      {"flatten", OpClass::kDataMovement},
+      {"reshape", OpClass::kDataMovement},
+      {"pad", OpClass::kDataMovement},
+      {"concat", OpClass::kDataMovement},
+      {"upsample", OpClass::kDataMovement},
+      {"crop", OpClass::kDataMovement},
+      {"relu", OpClass::kElementwise},
+      {"add", OpClass::kElementwise},
+      {"out", OpClass::kElementwise},
+      {"act", OpClass::kElementwise},
+      {"activation", OpClass::kElementwise},
+      {"sigmoid", OpClass::kElementwise},
+      {"tanh", OpClass::kElementwise},
+      {"mul", OpClass::kElementwise},
+      {"dropout", OpClass::kRandom},
+      {"softmax", OpClass::kSoftmax},
+      {"loss", OpClass::kSoftmax},
   };
   std::string lower = absl::AsciiStrToLower(name);
   if (absl::EndsWith(lower, "_backward")) {
@@ -53,12 +69,12 @@ OpClass OpClassFromLayerName(absl::string_view name) {
 namespace {
 
 absl::Status JsonError(absl::string_view what) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("checkmate graph: ", what));
+  return absl::InvalidArgumentError(absl::StrCat("checkmate graph: ", what));
 }
 
 absl::StatusOr<int64_t> IntField(const nlohmann::json& object,
-                                 absl::string_view field, absl::string_view where) {
+                                 absl::string_view field,
+                                 absl::string_view where) {
   auto it = object.find(std::string(field));
   if (it == object.end() || !it->is_number_integer()) {
     return JsonError(absl::StrCat(where, " has no integer '", field, "'"));
@@ -148,7 +164,8 @@ absl::StatusOr<Graph> ImportCheckmateJson(absl::string_view json_text) {
     // Checkmate may recompute any node.
     op.recomputable_set = true;
     op.recomputable = true;
-    for (int64_t input : node.inputs) op.input_ids.push_back(absl::StrCat(input));
+    for (int64_t input : node.inputs)
+      op.input_ids.push_back(absl::StrCat(input));
     op.output_ids.push_back(absl::StrCat(id));
     builder.AddOp(std::move(op));
   }

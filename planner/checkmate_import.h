@@ -6,9 +6,8 @@
 #ifndef ECHO_PLANNER_CHECKMATE_IMPORT_H_
 #define ECHO_PLANNER_CHECKMATE_IMPORT_H_
 
-#include "absl/strings/string_view.h"
-
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "planner/graph.h"
 
 namespace echo::planner {

@@ -18,18 +18,18 @@
 #define ECHO_STATUS_CONCAT_INNER_(a, b) a##b
 #define ECHO_STATUS_CONCAT_(a, b) ECHO_STATUS_CONCAT_INNER_(a, b)
 
-#define RETURN_IF_ERROR(expr)                                  \
-  do {                                                         \
+#define RETURN_IF_ERROR(expr)                                     \
+  do {                                                            \
     if (::absl::Status echo_status_ = (expr); !echo_status_.ok()) \
-      return echo_status_;                                     \
+      return echo_status_;                                        \
   } while (0)
 
-#define ASSIGN_OR_RETURN(lhs, expr)                                         \
+#define ASSIGN_OR_RETURN(lhs, expr)                                          \
   ECHO_ASSIGN_OR_RETURN_IMPL_(ECHO_STATUS_CONCAT_(echo_statusor_, __LINE__), \
                               lhs, expr)
 
-#define ECHO_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, expr) \
-  auto statusor = (expr);                                \
+#define ECHO_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, expr)   \
+  auto statusor = (expr);                                  \
   if (!statusor.ok()) return std::move(statusor).status(); \
   lhs = *std::move(statusor)
 

@@ -14,8 +14,9 @@ namespace echo::planner {
 namespace {
 
 template <typename Enum, size_t N>
-absl::StatusOr<Enum> LookUp(absl::string_view what, absl::string_view name,
-                            const std::pair<absl::string_view, Enum> (&table)[N]) {
+absl::StatusOr<Enum> LookUp(
+    absl::string_view what, absl::string_view name,
+    const std::pair<absl::string_view, Enum> (&table)[N]) {
   for (const auto& [key, value] : table) {
     if (key == name) return value;
   }
@@ -45,9 +46,9 @@ absl::StatusOr<OpClass> ParseOpClass(absl::string_view name) {
 
 absl::StatusOr<Phase> ParsePhase(absl::string_view name) {
   static constexpr std::pair<absl::string_view, Phase> kTable[] = {
-      {"fwd", Phase::kForward},       {"forward", Phase::kForward},
-      {"bwd", Phase::kBackward},      {"backward", Phase::kBackward},
-      {"opt", Phase::kOptimizer},     {"optimizer", Phase::kOptimizer},
+      {"fwd", Phase::kForward},   {"forward", Phase::kForward},
+      {"bwd", Phase::kBackward},  {"backward", Phase::kBackward},
+      {"opt", Phase::kOptimizer}, {"optimizer", Phase::kOptimizer},
   };
   return LookUp("phase", name, kTable);
 }
@@ -66,11 +67,11 @@ absl::StatusOr<TensorRole> ParseTensorRole(absl::string_view name) {
 
 absl::StatusOr<DType> ParseDType(absl::string_view name) {
   static constexpr std::pair<absl::string_view, DType> kTable[] = {
-      {"f32", DType::kFloat32},     {"f16", DType::kFloat16},
-      {"bf16", DType::kBFloat16},   {"f64", DType::kFloat64},
-      {"i64", DType::kInt64},       {"i32", DType::kInt32},
-      {"i16", DType::kInt16},       {"i8", DType::kInt8},
-      {"u8", DType::kUInt8},        {"bool", DType::kBool},
+      {"f32", DType::kFloat32},       {"f16", DType::kFloat16},
+      {"bf16", DType::kBFloat16},     {"f64", DType::kFloat64},
+      {"i64", DType::kInt64},         {"i32", DType::kInt32},
+      {"i16", DType::kInt16},         {"i8", DType::kInt8},
+      {"u8", DType::kUInt8},          {"bool", DType::kBool},
       {"f8e4m3", DType::kFloat8E4M3}, {"f8e5m2", DType::kFloat8E5M2},
       {"c64", DType::kComplex64},
   };
@@ -100,9 +101,8 @@ absl::Status ParseSize(absl::string_view text, TensorSpec& spec) {
     for (absl::string_view dim : absl::StrSplit(dims, ',')) {
       int64_t value;
       if (!absl::SimpleAtoi(dim, &value)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("bad dimension '", dim, "' for tensor '", spec.id,
-                         "'"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            "bad dimension '", dim, "' for tensor '", spec.id, "'"));
       }
       spec.shape.push_back(value);
     }
@@ -170,8 +170,8 @@ absl::Status ParseOpOption(absl::string_view word, OpSpec& spec) {
     spec.name = std::string(value);
     return absl::OkStatus();
   }
-  return absl::InvalidArgumentError(absl::StrCat("unknown op option '", word,
-                                                 "'"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown op option '", word, "'"));
 }
 
 absl::Status ParseOpLine(const std::vector<absl::string_view>& words,

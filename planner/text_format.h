@@ -19,9 +19,8 @@
 #ifndef ECHO_PLANNER_TEXT_FORMAT_H_
 #define ECHO_PLANNER_TEXT_FORMAT_H_
 
-#include "absl/strings/string_view.h"
-
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "planner/graph.h"
 
 namespace echo::planner {

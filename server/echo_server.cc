@@ -75,8 +75,8 @@ absl::StatusOr<std::unique_ptr<EchoServer>> EchoServer::Start(
     }
     server->exposer_->RegisterCollectable(server->registry_);
     const std::vector<int> ports = server->exposer_->GetListeningPorts();
-    const std::string host = options.metrics_address.substr(
-        0, options.metrics_address.rfind(':'));
+    const std::string host =
+        options.metrics_address.substr(0, options.metrics_address.rfind(':'));
     server->metrics_endpoint_ =
         absl::StrCat(host, ":", ports.empty() ? 0 : ports.front());
   }
@@ -133,15 +133,15 @@ absl::StatusOr<std::unique_ptr<EchoServer>> EchoServer::Start(
 void EchoServer::Drain() {
   if (drained_ || server_ == nullptr) return;
   drained_ = true;
-  spdlog::info("draining: health NOT_SERVING, finishing in-flight requests "
-               "(up to {:.1f} s)",
-               options_.drain_timeout_seconds);
+  spdlog::info(
+      "draining: health NOT_SERVING, finishing in-flight requests "
+      "(up to {:.1f} s)",
+      options_.drain_timeout_seconds);
   server_->GetHealthCheckService()->SetServingStatus(false);
   service_->StartDraining();
-  const auto deadline =
-      std::chrono::system_clock::now() +
-      std::chrono::milliseconds(
-          static_cast<int64_t>(options_.drain_timeout_seconds * 1000));
+  const auto deadline = std::chrono::system_clock::now() +
+                        std::chrono::milliseconds(static_cast<int64_t>(
+                            options_.drain_timeout_seconds * 1000));
   server_->Shutdown(deadline);
   if (!options_.unix_socket.empty()) ::unlink(options_.unix_socket.c_str());
 }

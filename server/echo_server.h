@@ -17,7 +17,7 @@ namespace echo::server {
 
 struct ServerOptions {
   std::string grpc_address = "127.0.0.1:50051";
-  std::string unix_socket;  // empty: none
+  std::string unix_socket;                         // empty: none
   std::string metrics_address = "127.0.0.1:9464";  // empty: no endpoint
   int64_t max_request_bytes = kDefaultMaxRequestBytes;
   int max_concurrent_requests = kDefaultMaxConcurrentRequests;

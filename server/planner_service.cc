@@ -51,9 +51,9 @@ grpc::ServerUnaryReactor* PlannerService::Serve(
     status = handler();
   }
   in_flight_.fetch_sub(1);
-  const double seconds = std::chrono::duration<double>(
-                             std::chrono::steady_clock::now() - start)
-                             .count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   const grpc::Status grpc_status = ToGrpcStatus(status);
   if (metrics_ != nullptr) {
     metrics_->RecordRequest(method, grpc_status.error_code(), seconds);

@@ -183,9 +183,9 @@ absl::string_view NodeProfiler::TimeOne(const planner::Graph& graph,
   const double remaining =
       std::chrono::duration<double>(deadline - now).count();
   if (remaining <= 0) {
-    profile->reason = absl::StrCat("skipped: the request's time budget of ",
-                                   options_.max_seconds_per_request,
-                                   " s is spent");
+    profile->reason =
+        absl::StrCat("skipped: the request's time budget of ",
+                     options_.max_seconds_per_request, " s is spent");
     return "skipped";
   }
   const double expected =

@@ -69,7 +69,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   spdlog::set_level(spdlog::level::warn);
-  absl::StatusOr<echo::v1::Graph> graph = echo::adapter::LoadGraphFile(args.graph);
+  absl::StatusOr<echo::v1::Graph> graph =
+      echo::adapter::LoadGraphFile(args.graph);
   if (!graph.ok()) {
     std::cerr << graph.status() << "\n";
     return 1;

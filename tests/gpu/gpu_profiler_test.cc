@@ -8,7 +8,7 @@
 #include "planner/cost_model.h"
 #include "server/profiler/gpu_backend.h"
 #include "server/profiler/node_profiler.h"
-#include "../unit/test_util.h"
+#include "tests/unit/test_util.h"
 
 namespace echo::server {
 namespace {
@@ -78,8 +78,7 @@ TEST_F(GpuProfilerTest, GemmIsTimedAndNeverBeatsThePeak) {
   const planner::OpProfile profile = ProfileFirstOp(graph);
   ASSERT_TRUE(profile.measured) << profile.reason;
   std::printf("f16 4096^3 GEMM: %.3f us profiled, %.3f us analytic\n",
-              profile.time_seconds * 1e6,
-              profile.analytic_time_seconds * 1e6);
+              profile.time_seconds * 1e6, profile.analytic_time_seconds * 1e6);
   EXPECT_GT(profile.time_seconds, 0);
   if (profiler_->local_device()) {
     const double peak = planner::MatrixPeakFlops(
@@ -147,8 +146,7 @@ TEST_F(GpuProfilerTest, MemoryBoundOpsRunNearTheBandwidth) {
   ASSERT_TRUE(profile.measured) << profile.reason;
   const double bytes = 3.0 * 67108864 * 4;
   std::printf("add of 3 x 256 MiB: %.1f us, %.0f GB/s\n",
-              profile.time_seconds * 1e6,
-              bytes / profile.time_seconds / 1e9);
+              profile.time_seconds * 1e6, bytes / profile.time_seconds / 1e9);
   if (profiler_->local_device()) {
     const double bandwidth =
         profiler_->local_device()->memory_bandwidth_bytes_per_second;
@@ -168,8 +166,7 @@ TEST_F(GpuProfilerTest, SoftmaxNormReductionAndViews) {
   ASSERT_OK_AND_ASSIGN(planner::ProfileReport response,
                        profiler_->ProfileOps(graph, {0, 1, 2, 3}, true));
   for (int i = 0; i < 3; ++i) {
-    EXPECT_TRUE(response.profiles[i].measured)
-        << response.profiles[i].reason;
+    EXPECT_TRUE(response.profiles[i].measured) << response.profiles[i].reason;
     EXPECT_GT(response.profiles[i].time_seconds, 0);
   }
   EXPECT_TRUE(response.profiles[3].measured);
@@ -212,8 +209,7 @@ TEST_F(GpuProfilerTest, SecondRequestComesFromTheCache) {
   ASSERT_OK_AND_ASSIGN(planner::ProfileReport second,
                        profiler_->ProfileOps(graph, {}, false));
   EXPECT_TRUE(second.profiles[0].from_cache);
-  EXPECT_EQ(second.profiles[0].time_seconds,
-            first.profiles[0].time_seconds);
+  EXPECT_EQ(second.profiles[0].time_seconds, first.profiles[0].time_seconds);
   EXPECT_EQ(profiler_->Lookup(graph, 0), first.profiles[0].time_seconds);
 }
 

@@ -4,14 +4,14 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "adapter/graph_convert.h"
 #include "client/planner_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "http_get.h"
-#include "adapter/graph_convert.h"
 #include "planner/memory_simulator.h"
 #include "server/echo_server.h"
-#include "../unit/test_util.h"
+#include "tests/unit/test_util.h"
 
 namespace echo {
 namespace {
@@ -125,8 +125,8 @@ TEST_F(ServerTest, OversizedRequestIsResourceExhaustedAndServerKeepsServing) {
   ASSERT_FALSE(response.ok());
   EXPECT_EQ(response.status().code(), absl::StatusCode::kResourceExhausted);
   v1::EstimateMemoryRequest small;
-  *small.mutable_graph() = adapter::GraphToProto(testing::ParseOrFail(
-      "tensor x 10 input\nop a fwd other x -> y:20\n"));
+  *small.mutable_graph() = adapter::GraphToProto(
+      testing::ParseOrFail("tensor x 10 input\nop a fwd other x -> y:20\n"));
   auto ok = client_->EstimateMemory(small);
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_EQ(ok->peak_bytes(), 30);
@@ -224,7 +224,8 @@ TEST_F(ServerTest, BadPlanRequestsAreInvalidArgument) {
   request.set_policy(static_cast<v1::RecomputePolicy>(42));
   auto plan = client_->GenerateRecomputePlan(request);
   EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(plan.status().message()), HasSubstr("unknown policy"));
+  EXPECT_THAT(std::string(plan.status().message()),
+              HasSubstr("unknown policy"));
 
   request.set_policy(v1::RECOMPUTE_POLICY_AUTO);
   request.set_max_overhead_ratio(-0.5);
@@ -251,8 +252,7 @@ TEST_F(ServerTest, UnknownDeviceIsNotFoundListingTheCatalog) {
   auto response = client_->EstimateMemory(request);
   ASSERT_FALSE(response.ok());
   EXPECT_EQ(response.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(std::string(response.status().message()),
-              HasSubstr("h100-80gb"));
+  EXPECT_THAT(std::string(response.status().message()), HasSubstr("h100-80gb"));
 }
 
 TEST_F(ServerTest, CheckFitAnswersForACatalogDevice) {

@@ -1,8 +1,9 @@
 // Validation of graphs: every malformed graph is rejected with a message that
 // names the offending op or tensor.
+#include "planner/graph.h"
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "planner/graph.h"
 #include "planner/text_format.h"
 #include "test_util.h"
 
@@ -90,9 +91,10 @@ TEST(GraphTest, RejectsDoublyProducedTensor) {
 }
 
 TEST(GraphTest, RejectsReadBeforeProduced) {
-  ExpectInvalid("tensor x 4\ntensor y 4\nop a fwd other y -> z:4\n"
-                "op b fwd other x -> y",
-                "op 'a': reads tensor 'y' before its producer 'b' runs");
+  ExpectInvalid(
+      "tensor x 4\ntensor y 4\nop a fwd other y -> z:4\n"
+      "op b fwd other x -> y",
+      "op 'a': reads tensor 'y' before its producer 'b' runs");
 }
 
 TEST(GraphTest, RejectsInPlaceWrite) {
@@ -106,9 +108,8 @@ TEST(GraphTest, RejectsNegativeDimension) {
 }
 
 TEST(GraphTest, RejectsShapeOverflow) {
-  ExpectInvalid(
-      "tensor x f32[4294967296,4294967296]\nop a fwd other x -> y:4",
-      "tensor 'x': shape [4294967296,4294967296] overflows int64");
+  ExpectInvalid("tensor x f32[4294967296,4294967296]\nop a fwd other x -> y:4",
+                "tensor 'x': shape [4294967296,4294967296] overflows int64");
 }
 
 TEST(GraphTest, RejectsTotalSizeOverflow) {

@@ -33,8 +33,8 @@ TEST(MemorySimulatorTest, ChainPeakStepsAndBreakdown) {
   // loss: w a b + l10 = 1510
   // b2: w a b l + gb300 = 1810 (l, b freed after)
   // b1: w a gb + ga200 = 1700
-  EXPECT_EQ(result.step_bytes, (std::vector<int64_t>{1300, 1500, 1510, 1810,
-                                                     1700}));
+  EXPECT_EQ(result.step_bytes,
+            (std::vector<int64_t>{1300, 1500, 1510, 1810, 1700}));
   EXPECT_EQ(result.peak_bytes, 1810);
   EXPECT_EQ(result.peak_step, 3);
   EXPECT_EQ(result.persistent_bytes, 1000);
@@ -95,8 +95,8 @@ TEST(MemorySimulatorTest, AllocatorRounding) {
 TEST(MemorySimulatorTest, RecomputeScheduleFreesStashedTensor) {
   Graph graph = testing::ParseOrFail(kChain);
   // Drop b after loss, recompute it from a right before b2.
-  Schedule schedule = {{0, false}, {1, false}, {2, false}, {1, true},
-                       {3, false}, {4, false}};
+  Schedule schedule = {{0, false}, {1, false}, {2, false},
+                       {1, true},  {3, false}, {4, false}};
   absl::StatusOr<SimulationResult> result = ReplaySchedule(graph, schedule);
   ASSERT_TRUE(result.ok()) << result.status();
   // The first b's last reader is loss, so it dies after step 2. The clone
@@ -129,8 +129,8 @@ TEST(MemorySimulatorTest, RecomputeLowersPeakWhenSourceIsStashedAnyway) {
   EXPECT_EQ(plain, 2201);
   EXPECT_EQ(replay->peak_bytes, 1300);
   EXPECT_EQ(replay->step_bytes,
-            (std::vector<int64_t>{110, 1100, 1200, 1200, 1101, 1201, 1200,
-                                  1300, 300, 110}));
+            (std::vector<int64_t>{110, 1100, 1200, 1200, 1101, 1201, 1200, 1300,
+                                  300, 110}));
 }
 
 TEST(MemorySimulatorTest, ReplayRejectsInvalidSchedules) {
@@ -161,8 +161,8 @@ TEST(MemorySimulatorTest, ReplayRejectsRecomputingForbiddenOp) {
     op use fwd other a -> b:10
     op bw bwd other a b -> c:10
   )");
-  absl::StatusOr<SimulationResult> result = ReplaySchedule(
-      graph, {{0, false}, {1, false}, {0, true}, {2, false}});
+  absl::StatusOr<SimulationResult> result =
+      ReplaySchedule(graph, {{0, false}, {1, false}, {0, true}, {2, false}});
   ASSERT_FALSE(result.ok());
   EXPECT_THAT(std::string(result.status().message()),
               HasSubstr("op 'drop', recompute): op may not be recomputed"));
@@ -186,12 +186,11 @@ TEST_P(CheckmatePeakTest, MatchesPublishedPlainPeak) {
 
 INSTANTIATE_TEST_SUITE_P(
     Checkmate, CheckmatePeakTest,
-    ::testing::Values(
-        CheckmateCase{"vgg16_b256_train", 45, 15825108992},
-        CheckmateCase{"vgg19_b256_train", 51, 17058234368},
-        CheckmateCase{"mobilenet_b512_train", 185, 34701056000},
-        CheckmateCase{"resnet50_b256_train", 353, 38059356160},
-        CheckmateCase{"fcn8_vgg_b32_train", 73, 13484795520}),
+    ::testing::Values(CheckmateCase{"vgg16_b256_train", 45, 15825108992},
+                      CheckmateCase{"vgg19_b256_train", 51, 17058234368},
+                      CheckmateCase{"mobilenet_b512_train", 185, 34701056000},
+                      CheckmateCase{"resnet50_b256_train", 353, 38059356160},
+                      CheckmateCase{"fcn8_vgg_b32_train", 73, 13484795520}),
     [](const ::testing::TestParamInfo<CheckmateCase>& info) {
       return std::string(info.param.name);
     });

@@ -8,11 +8,11 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "adapter/device_convert.h"
+#include "adapter/profile_convert.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "planner/cost_model.h"
-#include "adapter/device_convert.h"
-#include "adapter/profile_convert.h"
 #include "server/profiler/cuda_plugin_loader.h"
 #include "server/profiler/fake_op_timer.h"
 #include "server/profiler/gpu_backend.h"
@@ -133,9 +133,8 @@ TEST_F(NodeProfilerTest, NoGpuIsFailedPreconditionSayingWhy) {
 
 TEST_F(NodeProfilerTest, ProfilesWhatTheModelCannotEstimateOncePerSignature) {
   std::unique_ptr<NodeProfiler> profiler = Make(Enabled());
-  ASSERT_OK_AND_ASSIGN(
-      planner::ProfileReport response,
-      profiler->ProfileOps(graph_, {}, false));
+  ASSERT_OK_AND_ASSIGN(planner::ProfileReport response,
+                       profiler->ProfileOps(graph_, {}, false));
   EXPECT_EQ(response.gpu_name, "NVIDIA H100 80GB HBM3");
   ASSERT_EQ(response.profiles.size(), 4u);  // mm1, mm2, mm3, fused
   const std::vector<std::string> ids = {"mm1", "mm2", "mm3", "fused"};
@@ -207,8 +206,7 @@ TEST_F(NodeProfilerTest, MemoryFractionOfFreeMemoryBoundsTheTimer) {
   ASSERT_EQ(timer_->calls().size(), 1u);
   EXPECT_EQ(timer_->calls()[0].limits.max_memory_bytes, 250);
   EXPECT_FALSE(response.profiles[0].measured);
-  EXPECT_EQ(response.profiles[0].reason,
-            "skipped: needs 300 bytes, limit 250");
+  EXPECT_EQ(response.profiles[0].reason, "skipped: needs 300 bytes, limit 250");
   EXPECT_EQ(Metric(registry_, "echo_profile_runs_total",
                    {{"op_class", "gemm"}, {"result", "skipped"}}),
             1);
@@ -224,9 +222,8 @@ TEST_F(NodeProfilerTest, TimerFailuresAreReportedPerOp) {
   std::unique_ptr<NodeProfiler> profiler = Make(Enabled());
   timer_->SetFailure(planner::OpSignature(graph_, graph_.FindOp("fused")),
                      absl::InternalError("cudaErrorLaunchFailure (719)"));
-  ASSERT_OK_AND_ASSIGN(
-      planner::ProfileReport response,
-      profiler->ProfileOps(graph_, {}, false));
+  ASSERT_OK_AND_ASSIGN(planner::ProfileReport response,
+                       profiler->ProfileOps(graph_, {}, false));
   EXPECT_TRUE(response.profiles[0].measured);
   EXPECT_FALSE(response.profiles[3].measured);
   EXPECT_EQ(response.profiles[3].reason,
@@ -241,9 +238,8 @@ TEST_F(NodeProfilerTest, OneProfileAtATime) {
   timer_->SetCallDuration(std::chrono::milliseconds(20));
   std::vector<std::thread> threads;
   for (int i = 0; i < 4; ++i) {
-    threads.emplace_back([&] {
-      EXPECT_OK(profiler->ProfileOps(graph_, {}, true));
-    });
+    threads.emplace_back(
+        [&] { EXPECT_OK(profiler->ProfileOps(graph_, {}, true)); });
   }
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(timer_->calls().size(), 12u);
@@ -259,8 +255,7 @@ TEST_F(NodeProfilerTest, BusyProfilerIsResourceExhausted) {
     EXPECT_OK(profiler->ProfileOps(graph_, {graph_.FindOp("mm1")}, true));
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  absl::Status status =
-      profiler->ProfileOps(graph_, {}, true).status();
+  absl::Status status = profiler->ProfileOps(graph_, {}, true).status();
   slow.join();
   EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(std::string(status.message()), HasSubstr("one at a time"));
@@ -271,9 +266,8 @@ TEST_F(NodeProfilerTest, RequestTimeBudgetSkipsTheRest) {
   options.max_seconds_per_request = 0.1;
   std::unique_ptr<NodeProfiler> profiler = Make(options);
   timer_->SetCallDuration(std::chrono::milliseconds(150));
-  ASSERT_OK_AND_ASSIGN(
-      planner::ProfileReport response,
-      profiler->ProfileOps(graph_, {}, true));
+  ASSERT_OK_AND_ASSIGN(planner::ProfileReport response,
+                       profiler->ProfileOps(graph_, {}, true));
   EXPECT_EQ(timer_->calls().size(), 1u);
   EXPECT_TRUE(response.profiles[0].measured);
   for (int i : {1, 3}) {
@@ -298,12 +292,10 @@ TEST_F(NodeProfilerTest, OpsEstimatedBeyondTheBudgetAreNotStarted) {
     op mm fwd gemm a b -> c:f32[65536,65536] type=aten::mm
   )");
   std::unique_ptr<NodeProfiler> profiler = Make(Enabled());
-  ASSERT_OK_AND_ASSIGN(
-      planner::ProfileReport response,
-      profiler->ProfileOps(huge, {}, false));
+  ASSERT_OK_AND_ASSIGN(planner::ProfileReport response,
+                       profiler->ProfileOps(huge, {}, false));
   EXPECT_TRUE(timer_->calls().empty());
-  EXPECT_THAT(response.profiles[0].reason,
-              StartsWith("skipped: an estimated"));
+  EXPECT_THAT(response.profiles[0].reason, StartsWith("skipped: an estimated"));
 }
 
 TEST_F(NodeProfilerTest, CachePersistsAcrossRestartsPerDeviceKey) {

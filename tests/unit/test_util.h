@@ -32,23 +32,23 @@ const absl::Status& StatusOf(const absl::StatusOr<T>& status_or) {
 #define ECHO_TEST_CONCAT_INNER_(a, b) a##b
 #define ECHO_TEST_CONCAT_(a, b) ECHO_TEST_CONCAT_INNER_(a, b)
 
-#define EXPECT_OK(expr)                                              \
-  do {                                                               \
-    const auto& echo_test_result_ = (expr);                          \
-    EXPECT_TRUE(::echo::testing::StatusOf(echo_test_result_).ok())   \
-        << ::echo::testing::StatusOf(echo_test_result_);             \
+#define EXPECT_OK(expr)                                            \
+  do {                                                             \
+    const auto& echo_test_result_ = (expr);                        \
+    EXPECT_TRUE(::echo::testing::StatusOf(echo_test_result_).ok()) \
+        << ::echo::testing::StatusOf(echo_test_result_);           \
   } while (0)
-#define ASSERT_OK(expr)                                              \
-  do {                                                               \
-    const auto& echo_test_result_ = (expr);                          \
-    ASSERT_TRUE(::echo::testing::StatusOf(echo_test_result_).ok())   \
-        << ::echo::testing::StatusOf(echo_test_result_);             \
+#define ASSERT_OK(expr)                                            \
+  do {                                                             \
+    const auto& echo_test_result_ = (expr);                        \
+    ASSERT_TRUE(::echo::testing::StatusOf(echo_test_result_).ok()) \
+        << ::echo::testing::StatusOf(echo_test_result_);           \
   } while (0)
 
 // Fails the test (returning from it) when the StatusOr is an error, else
 // moves its value into lhs.
-#define ASSERT_OK_AND_ASSIGN(lhs, expr)                                 \
-  ECHO_ASSERT_OK_AND_ASSIGN_IMPL_(                                      \
+#define ASSERT_OK_AND_ASSIGN(lhs, expr) \
+  ECHO_ASSERT_OK_AND_ASSIGN_IMPL_(      \
       ECHO_TEST_CONCAT_(echo_test_statusor_, __LINE__), lhs, expr)
 #define ECHO_ASSERT_OK_AND_ASSIGN_IMPL_(statusor, lhs, expr) \
   auto statusor = (expr);                                    \
@@ -58,7 +58,8 @@ const absl::Status& StatusOf(const absl::StatusOr<T>& status_or) {
 namespace echo::testing {
 
 inline std::string ReadTestFile(const std::string& relative_path) {
-  const std::string path = std::string(ECHO_TEST_DATA_DIR) + "/" + relative_path;
+  const std::string path =
+      std::string(ECHO_TEST_DATA_DIR) + "/" + relative_path;
   std::ifstream in(path, std::ios::binary);
   EXPECT_TRUE(in.good()) << "cannot open " << path;
   std::stringstream buffer;
