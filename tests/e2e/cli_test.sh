@@ -128,21 +128,33 @@ check "metrics count served estimates" \
 check "metrics count plans by policy and outcome" \
   grep -q 'echo_plans_total{outcome="infeasible",policy="auto"} 1' "$work/metrics.txt"
 
-# DeepSpeech2's op times were measured on the capture machine's CPU: they
-# price no GPU, so two GPUs get two (analytic) compute times.
+# Measured op times price only the device they were measured on.
+cat >"$work/cpu_measured.graph" <<'G'
+tensor x f32[1024,1024] input
+op mm fwd gemm x x -> y:f32[1024,1024] time=0.25 on=cpu:x86_64
+op relu fwd elementwise y -> z:f32[1024,1024] time=0.125 on=cpu:x86_64
+G
+sed 's/on=cpu:x86_64/on=H100-80GB/' "$work/cpu_measured.graph" >"$work/h100_measured.graph"
+sources() {  # sources GRAPH [FLAGS...]: "measured analytic compute_time"
+  ctl estimate --graph "$@" --output json | python3 -c "
+import json, sys
+d = json.load(sys.stdin); c = d['cost_sources']
+print(c['measured_ops'], c['analytic_ops'], d['compute_time_seconds'])"
+}
+check "no device: the measured times are used" \
+  test "$(sources "$work/cpu_measured.graph")" = "2 0 0"
+cpu_on_h100=$(sources "$work/cpu_measured.graph" --device h100-80gb)
+check "CPU-measured times do not price h100-80gb (analytic instead)" \
+  python3 -c "import sys; m, a, t = '$cpu_on_h100'.split(); sys.exit(not (m == '0' and a == '2' and 0 < float(t) < 0.01))"
+check "times measured on h100-80gb price h100-80gb as measured" \
+  test "$(sources "$work/h100_measured.graph" --device h100-80gb)" = "2 0 0.375"
 ds2="$data/graphs/deepspeech2.pb"
 ctl estimate --graph "$ds2" --device h100-80gb >"$work/ds2_h100.txt"
 ctl estimate --graph "$ds2" --device rtx-2080-ti >"$work/ds2_rtx.txt"
 h100_time=$(sed -n 's/^compute time on h100-80gb: \([0-9.]*\) s$/\1/p' "$work/ds2_h100.txt")
 rtx_time=$(sed -n 's/^compute time on rtx-2080-ti: \([0-9.]*\) s$/\1/p' "$work/ds2_rtx.txt")
-check "CPU-measured times do not price GPUs: h100 is faster than rtx-2080-ti" \
+check "deepspeech2: h100-80gb computes faster than rtx-2080-ti" \
   python3 -c "import sys; h, r = float('$h100_time' or 0), float('$rtx_time' or 0); sys.exit(0 if 0 < h < r else 1)"
-ctl estimate --graph "$ds2" --output json >"$work/ds2_none.json"
-check "without a device the measured times are used" python3 - "$work/ds2_none.json" <<'PY'
-import json, sys
-d = json.load(open(sys.argv[1]))
-sys.exit(0 if d["cost_sources"]["measured_ops"] > 0 else 1)
-PY
 
 kill -TERM "$echod_pid"
 for _ in $(seq 1 100); do kill -0 "$echod_pid" 2>/dev/null || break; sleep 0.1; done
