@@ -91,7 +91,8 @@ absl::StatusOr<std::unique_ptr<EchoServer>> EchoServer::Start(
                options.profiler.cache_dir.empty() ? "(memory only)"
                                                   : options.profiler.cache_dir);
   server->service_ = std::make_unique<PlannerService>(
-      PlannerServiceOptions{options.max_concurrent_requests},
+      PlannerServiceOptions{options.max_concurrent_requests,
+                            options.worker_threads, options.heavy_graph_ops},
       server->metrics_.get(), server->profiler_.get());
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

@@ -1,6 +1,8 @@
 #include "server/planner_service.h"
 
+#include <algorithm>
 #include <chrono>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -33,23 +35,53 @@ bool NamesDevice(const v1::DeviceSpec& device) {
 
 PlannerService::PlannerService(PlannerServiceOptions options,
                                ServerMetrics* metrics, NodeProfiler* profiler)
-    : options_(options), metrics_(metrics), profiler_(profiler) {}
+    : options_(options), metrics_(metrics), profiler_(profiler) {
+  int threads = options_.worker_threads;
+  if (threads <= 0) {
+    threads =
+        std::max(2, static_cast<int>(std::thread::hardware_concurrency()));
+  }
+  // Admission control already bounds the calls in flight; the queue bound
+  // only makes that explicit.
+  workers_ = std::make_unique<WorkerPool>(
+      threads,
+      static_cast<size_t>(std::max(1, options_.max_concurrent_requests)));
+}
 
 grpc::ServerUnaryReactor* PlannerService::Serve(
-    grpc::CallbackServerContext* context, const char* method,
-    const std::function<absl::Status()>& handler) {
+    grpc::CallbackServerContext* context, const char* method, bool heavy,
+    std::function<absl::Status()> handler) {
   const auto start = std::chrono::steady_clock::now();
-  absl::Status status;
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   const int in_flight = in_flight_.fetch_add(1) + 1;
   if (draining_) {
-    status = absl::UnavailableError("echod is draining; retry on another node");
+    Complete(
+        context, reactor, method, start,
+        absl::UnavailableError("echod is draining; retry on another node"));
   } else if (in_flight > options_.max_concurrent_requests) {
-    status = absl::ResourceExhaustedError(absl::StrCat(
-        "echod is overloaded: ", in_flight - 1, " requests in flight (max ",
-        options_.max_concurrent_requests, "); retry with backoff"));
-  } else {
-    status = handler();
+    Complete(
+        context, reactor, method, start,
+        absl::ResourceExhaustedError(absl::StrCat(
+            "echod is overloaded: ", in_flight - 1, " requests in flight (max ",
+            options_.max_concurrent_requests, "); retry with backoff")));
+  } else if (!heavy) {
+    Complete(context, reactor, method, start, handler());
+  } else if (!workers_->TrySubmit([this, context, reactor, method, start,
+                                   handler = std::move(handler)] {
+               Complete(context, reactor, method, start, handler());
+             })) {
+    Complete(context, reactor, method, start,
+             absl::ResourceExhaustedError(
+                 "echod's worker queue is full; retry with backoff"));
   }
+  return reactor;
+}
+
+void PlannerService::Complete(grpc::CallbackServerContext* context,
+                              grpc::ServerUnaryReactor* reactor,
+                              const char* method,
+                              std::chrono::steady_clock::time_point start,
+                              const absl::Status& status) {
   in_flight_.fetch_sub(1);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
@@ -65,9 +97,7 @@ grpc::ServerUnaryReactor* PlannerService::Serve(
     spdlog::warn("{} from {}: {} in {:.3f} ms", method, context->peer(),
                  status.ToString(), seconds * 1e3);
   }
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(grpc_status);
-  return reactor;
 }
 
 absl::StatusOr<PlannerService::CostedGraph> PlannerService::PrepareGraph(
@@ -90,121 +120,137 @@ grpc::ServerUnaryReactor* PlannerService::EstimateMemory(
     grpc::CallbackServerContext* context,
     const v1::EstimateMemoryRequest* request,
     v1::EstimateMemoryResponse* response) {
-  return Serve(context, "EstimateMemory", [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(
-        CostedGraph costed,
-        PrepareGraph("EstimateMemory", request->graph(), &request->device()));
-    ASSIGN_OR_RETURN(planner::MemoryModelOptions memory,
-                     adapter::MemoryModelFromProto(request->allocator()));
-    if (request->max_live_tensors() < -1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "max_live_tensors must be >= -1, got ", request->max_live_tensors()));
-    }
-    const planner::SimulationResult result =
-        planner::SimulatePlain(costed.graph, memory);
-    const int max_live =
-        request->max_live_tensors() == 0 ? 20 : request->max_live_tensors();
-    adapter::FillEstimate(costed.graph, result, max_live, response);
-    if (costed.device && costed.costs.unit == planner::kSecondsUnit) {
-      response->set_compute_time_seconds(costed.costs.TotalCost());
-    }
-    adapter::CostSourceSummaryToProto(costed.costs.Summary(),
-                                      response->mutable_cost_sources());
-    if (metrics_ != nullptr) metrics_->RecordEstimatedPeak(result.peak_bytes);
-    return absl::OkStatus();
-  });
+  return Serve(
+      context, "EstimateMemory", /*heavy=*/false,
+      [this, request, response]() -> absl::Status {
+        ASSIGN_OR_RETURN(CostedGraph costed,
+                         PrepareGraph("EstimateMemory", request->graph(),
+                                      &request->device()));
+        ASSIGN_OR_RETURN(planner::MemoryModelOptions memory,
+                         adapter::MemoryModelFromProto(request->allocator()));
+        if (request->max_live_tensors() < -1) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("max_live_tensors must be >= -1, got ",
+                           request->max_live_tensors()));
+        }
+        const planner::SimulationResult result =
+            planner::SimulatePlain(costed.graph, memory);
+        const int max_live =
+            request->max_live_tensors() == 0 ? 20 : request->max_live_tensors();
+        adapter::FillEstimate(costed.graph, result, max_live, response);
+        if (costed.device && costed.costs.unit == planner::kSecondsUnit) {
+          response->set_compute_time_seconds(costed.costs.TotalCost());
+        }
+        adapter::CostSourceSummaryToProto(costed.costs.Summary(),
+                                          response->mutable_cost_sources());
+        if (metrics_ != nullptr)
+          metrics_->RecordEstimatedPeak(result.peak_bytes);
+        return absl::OkStatus();
+      });
 }
 
 grpc::ServerUnaryReactor* PlannerService::GenerateRecomputePlan(
     grpc::CallbackServerContext* context,
     const v1::GenerateRecomputePlanRequest* request,
     v1::GenerateRecomputePlanResponse* response) {
-  return Serve(context, "GenerateRecomputePlan", [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(planner::RecomputePlanOptions options,
-                     adapter::PlanOptionsFromProto(*request));
-    const std::string policy(planner::RecomputePolicyName(options.policy));
-    absl::StatusOr<CostedGraph> costed = PrepareGraph(
-        "GenerateRecomputePlan", request->graph(), &request->device());
-    absl::StatusOr<planner::RecomputePlan> plan =
-        costed.ok() ? planner::GenerateRecomputePlan(
-                          costed->graph, costed->costs.Costs(), options)
-                    : absl::StatusOr<planner::RecomputePlan>(costed.status());
-    if (!plan.ok()) {
-      if (metrics_ != nullptr) metrics_->RecordPlan(policy, "error", 0, 0, 0);
-      return plan.status();
-    }
-    adapter::FillPlanResponse(costed->graph, *plan, options.policy, response);
-    response->set_cost_unit(costed->costs.unit);
-    adapter::CostSourceSummaryToProto(costed->costs.Summary(),
-                                      response->mutable_cost_sources());
-    if (metrics_ != nullptr) {
-      metrics_->RecordPlan(policy, plan->feasible ? "feasible" : "infeasible",
-                           plan->baseline_peak_bytes - plan->planned_peak_bytes,
-                           plan->recompute_overhead_ratio,
-                           plan->solve_time_seconds);
-    }
-    return absl::OkStatus();
-  });
+  const bool heavy = request->policy() == v1::RECOMPUTE_POLICY_OPTIMAL ||
+                     IsHeavy(request->graph());
+  return Serve(
+      context, "GenerateRecomputePlan", heavy,
+      [this, request, response]() -> absl::Status {
+        ASSIGN_OR_RETURN(planner::RecomputePlanOptions options,
+                         adapter::PlanOptionsFromProto(*request));
+        const std::string policy(planner::RecomputePolicyName(options.policy));
+        absl::StatusOr<CostedGraph> costed = PrepareGraph(
+            "GenerateRecomputePlan", request->graph(), &request->device());
+        absl::StatusOr<planner::RecomputePlan> plan =
+            costed.ok()
+                ? planner::GenerateRecomputePlan(costed->graph,
+                                                 costed->costs.Costs(), options)
+                : absl::StatusOr<planner::RecomputePlan>(costed.status());
+        if (!plan.ok()) {
+          if (metrics_ != nullptr)
+            metrics_->RecordPlan(policy, "error", 0, 0, 0);
+          return plan.status();
+        }
+        adapter::FillPlanResponse(costed->graph, *plan, options.policy,
+                                  response);
+        response->set_cost_unit(costed->costs.unit);
+        adapter::CostSourceSummaryToProto(costed->costs.Summary(),
+                                          response->mutable_cost_sources());
+        if (metrics_ != nullptr) {
+          metrics_->RecordPlan(
+              policy, plan->feasible ? "feasible" : "infeasible",
+              plan->baseline_peak_bytes - plan->planned_peak_bytes,
+              plan->recompute_overhead_ratio, plan->solve_time_seconds);
+        }
+        return absl::OkStatus();
+      });
 }
 
 grpc::ServerUnaryReactor* PlannerService::CheckFit(
     grpc::CallbackServerContext* context, const v1::CheckFitRequest* request,
     v1::CheckFitResponse* response) {
-  return Serve(context, "CheckFit", [&]() -> absl::Status {
-    if (!NamesDevice(request->device())) {
-      return absl::InvalidArgumentError(
-          "CheckFit needs a device (a catalog name or a full spec)");
-    }
-    ASSIGN_OR_RETURN(planner::FitOptions options,
-                     adapter::FitOptionsFromProto(*request));
-    ASSIGN_OR_RETURN(
-        CostedGraph costed,
-        PrepareGraph("CheckFit", request->graph(), &request->device()));
-    options.device_memory_bytes = costed.device->memory_bytes;
-    ASSIGN_OR_RETURN(
-        const planner::FitResult fit,
-        planner::CheckFit(costed.graph, costed.costs.Costs(), options));
-    response->set_device_memory_bytes(options.device_memory_bytes);
-    adapter::FillFitResponse(fit, response);
-    return absl::OkStatus();
-  });
+  return Serve(
+      context, "CheckFit", IsHeavy(request->graph()),
+      [this, request, response]() -> absl::Status {
+        if (!NamesDevice(request->device())) {
+          return absl::InvalidArgumentError(
+              "CheckFit needs a device (a catalog name or a full spec)");
+        }
+        ASSIGN_OR_RETURN(planner::FitOptions options,
+                         adapter::FitOptionsFromProto(*request));
+        ASSIGN_OR_RETURN(
+            CostedGraph costed,
+            PrepareGraph("CheckFit", request->graph(), &request->device()));
+        options.device_memory_bytes = costed.device->memory_bytes;
+        ASSIGN_OR_RETURN(
+            const planner::FitResult fit,
+            planner::CheckFit(costed.graph, costed.costs.Costs(), options));
+        response->set_device_memory_bytes(options.device_memory_bytes);
+        adapter::FillFitResponse(fit, response);
+        return absl::OkStatus();
+      });
 }
 
 grpc::ServerUnaryReactor* PlannerService::ProfileOps(
     grpc::CallbackServerContext* context, const v1::ProfileOpsRequest* request,
     v1::ProfileOpsResponse* response) {
-  return Serve(context, "ProfileOps", [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(planner::Graph graph,
-                     adapter::GraphFromProto(request->graph()));
-    std::vector<planner::OpIndex> ops;
-    for (const std::string& id : request->op_ids()) {
-      const planner::OpIndex op = graph.FindOp(id);
-      if (op < 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("op_ids names unknown op '", id, "'"));
-      }
-      ops.push_back(op);
-    }
-    if (profiler_ == nullptr) {
-      return absl::FailedPreconditionError("this echod has no profiler");
-    }
-    ASSIGN_OR_RETURN(planner::ProfileReport report,
-                     profiler_->ProfileOps(graph, ops, request->force()));
-    adapter::ProfileReportToProto(report, response);
-    return absl::OkStatus();
-  });
+  return Serve(
+      context, "ProfileOps", /*heavy=*/true,
+      [this, request, response]() -> absl::Status {
+        ASSIGN_OR_RETURN(planner::Graph graph,
+                         adapter::GraphFromProto(request->graph()));
+        std::vector<planner::OpIndex> ops;
+        for (const std::string& id : request->op_ids()) {
+          const planner::OpIndex op = graph.FindOp(id);
+          if (op < 0) {
+            return absl::InvalidArgumentError(
+                absl::StrCat("op_ids names unknown op '", id, "'"));
+          }
+          ops.push_back(op);
+        }
+        if (profiler_ == nullptr) {
+          return absl::FailedPreconditionError("this echod has no profiler");
+        }
+        ASSIGN_OR_RETURN(planner::ProfileReport report,
+                         profiler_->ProfileOps(graph, ops, request->force()));
+        adapter::ProfileReportToProto(report, response);
+        return absl::OkStatus();
+      });
 }
 
 grpc::ServerUnaryReactor* PlannerService::GetNodeInfo(
     grpc::CallbackServerContext* context, const v1::GetNodeInfoRequest*,
     v1::GetNodeInfoResponse* response) {
-  return Serve(context, "GetNodeInfo", [&]() -> absl::Status {
-    if (profiler_ != nullptr) {
-      adapter::NodeReportToProto(profiler_->NodeInfo(), response);
-    }
-    response->set_server_version(ECHO_VERSION);
-    return absl::OkStatus();
-  });
+  return Serve(context, "GetNodeInfo", /*heavy=*/false,
+               [this, response]() -> absl::Status {
+                 if (profiler_ != nullptr) {
+                   adapter::NodeReportToProto(profiler_->NodeInfo(), response);
+                 }
+                 response->set_server_version(ECHO_VERSION);
+                 return absl::OkStatus();
+               });
 }
 
 }  // namespace echo::server

@@ -1,7 +1,9 @@
 // echod in-process on 127.0.0.1:0: EstimateMemory, health, metrics, bad input
 // and drain, through the C++ client library.
+#include <future>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "adapter/graph_convert.h"
@@ -296,6 +298,32 @@ TEST_F(ServerTest, ProfilingWithoutAGpuIsFailedPrecondition) {
   EXPECT_GE(info->device_catalog_size(), 8);
   EXPECT_FALSE(info->profiling_enabled());
   EXPECT_FALSE(info->server_version().empty());
+}
+
+TEST_F(ServerTest, HeavyRequestsRunOnTheWorkerPoolAndHealthStillAnswers) {
+  server::ServerOptions options;
+  options.worker_threads = 1;
+  options.heavy_graph_ops = 0;  // every plan, fit check and profile
+  StartServer(options);
+  v1::GenerateRecomputePlanRequest request;
+  *request.mutable_graph() = Vgg16Request().graph();
+  std::vector<std::future<absl::StatusOr<v1::GenerateRecomputePlanResponse>>>
+      plans;
+  for (int i = 0; i < 4; ++i) {
+    plans.push_back(std::async(std::launch::async, [&] {
+      return client_->GenerateRecomputePlan(request);
+    }));
+  }
+  // Four plans queue on one worker; health is served meanwhile.
+  EXPECT_EQ(*client_->Health(""), HealthCheckResponse::SERVING);
+  for (auto& plan : plans) {
+    absl::StatusOr<v1::GenerateRecomputePlanResponse> answer = plan.get();
+    ASSERT_TRUE(answer.ok()) << answer.status();
+    EXPECT_TRUE(answer->feasible());
+    EXPECT_LT(answer->planned_peak_bytes(), answer->baseline_peak_bytes());
+  }
+  EXPECT_THAT(Metrics(), HasSubstr("echo_requests_total{code=\"OK\","
+                                   "method=\"GenerateRecomputePlan\"} 4"));
 }
 
 TEST_F(ServerTest, DrainTurnsHealthOffAndRefusesNewWork) {
