@@ -1,5 +1,6 @@
 #include "adapter/graph_convert.h"
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
@@ -249,6 +250,59 @@ v1::Graph GraphToProto(const planner::Graph& graph) {
     if (op.relative_cost >= 0) out->set_relative_cost(op.relative_cost);
     out->set_workspace_bytes(op.workspace_bytes);
     out->set_recomputable(op.recomputable);
+    out->mutable_attributes()->insert(op.attributes.begin(),
+                                      op.attributes.end());
+  }
+  return proto;
+}
+
+absl::StatusOr<v1::Graph> GraphSpecsToProto(
+    const planner::GraphBuilder& specs) {
+  v1::Graph proto;
+  proto.set_name(specs.name());
+  for (const auto& [key, value] : specs.metadata()) {
+    (*proto.mutable_metadata())[key] = value;
+  }
+  absl::flat_hash_map<std::string, v1::Tensor*> by_id;
+  for (const planner::TensorSpec& tensor : specs.tensors()) {
+    v1::Tensor* out = proto.add_tensors();
+    out->set_id(tensor.id);
+    out->set_name(tensor.name);
+    for (int64_t dim : tensor.shape) out->add_shape(dim);
+    out->set_dtype(DTypeToProto(tensor.dtype));
+    if (tensor.size_bytes >= 0) {
+      out->set_size_bytes(tensor.size_bytes);
+    }
+    if (tensor.role_set) out->set_role(RoleToProto(tensor.role));
+    out->set_is_output(tensor.is_output);
+    by_id.emplace(tensor.id, out);
+  }
+  for (const std::string& id : specs.output_ids()) {
+    auto it = by_id.find(id);
+    if (it == by_id.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor '", id, "': marked as output but not declared"));
+    }
+    it->second->set_is_output(true);
+  }
+  for (const planner::OpSpec& op : specs.ops()) {
+    v1::Op* out = proto.add_ops();
+    out->set_id(op.id);
+    out->set_name(op.name);
+    out->set_op_type(op.op_type);
+    out->set_op_class(OpClassToProto(op.op_class));
+    out->set_phase(PhaseToProto(op.phase));
+    for (const std::string& id : op.input_ids) out->add_input_ids(id);
+    for (const std::string& id : op.output_ids) out->add_output_ids(id);
+    // Negative numbers mean "unknown" in the specs, as in the IR.
+    if (op.flops >= 0) out->set_flops(op.flops);
+    if (op.measured_time_seconds >= 0) {
+      out->set_measured_time_seconds(op.measured_time_seconds);
+    }
+    out->set_measured_on(op.measured_on);
+    if (op.relative_cost >= 0) out->set_relative_cost(op.relative_cost);
+    out->set_workspace_bytes(op.workspace_bytes);
+    if (op.recomputable_set) out->set_recomputable(op.recomputable);
     out->mutable_attributes()->insert(op.attributes.begin(),
                                       op.attributes.end());
   }

@@ -15,8 +15,14 @@ namespace echo::adapter {
 // InvalidArgument naming the op or tensor.
 absl::StatusOr<planner::Graph> GraphFromProto(const v1::Graph& proto);
 
-// The inverse, for clients that import other formats.
+// The inverse.
 v1::Graph GraphToProto(const planner::Graph& graph);
+
+// Declarations an importer collected (planner/text_format.h,
+// planner/checkmate_import.h), unvalidated, as a proto: a client sends them
+// without building a Graph, and the server validates the graph once.
+// INVALID_ARGUMENT only for an output mark naming no declared tensor.
+absl::StatusOr<v1::Graph> GraphSpecsToProto(const planner::GraphBuilder& specs);
 
 absl::StatusOr<planner::MemoryModelOptions> MemoryModelFromProto(
     const v1::AllocatorModel& allocator);

@@ -47,9 +47,12 @@ GraphFormat DetectFormat(const std::string& path, const std::string& content) {
   return GraphFormat::kBinary;
 }
 
-absl::StatusOr<v1::Graph> FromPlanner(absl::StatusOr<planner::Graph> graph) {
-  ASSIGN_OR_RETURN(const planner::Graph ir, std::move(graph));
-  return GraphToProto(ir);
+// The importers' declarations straight to the proto: no Graph is built
+// here, the server validates the graph once.
+absl::StatusOr<v1::Graph> FromSpecs(
+    absl::StatusOr<planner::GraphBuilder> specs) {
+  ASSIGN_OR_RETURN(const planner::GraphBuilder declared, std::move(specs));
+  return GraphSpecsToProto(declared);
 }
 
 }  // namespace
@@ -68,13 +71,13 @@ absl::StatusOr<v1::Graph> ParseGraph(const std::string& content,
   switch (format) {
     case GraphFormat::kCheckmate: {
       absl::StatusOr<v1::Graph> result =
-          FromPlanner(planner::ImportCheckmateJson(content));
+          FromSpecs(planner::ImportCheckmateSpecs(content));
       if (!result.ok()) return fail(result.status().message());
       return result;
     }
     case GraphFormat::kEchoText: {
       absl::StatusOr<v1::Graph> result =
-          FromPlanner(planner::ParseTextGraph(content));
+          FromSpecs(planner::ParseTextGraphSpecs(content));
       if (!result.ok()) return fail(result.status().message());
       return result;
     }

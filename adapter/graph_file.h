@@ -1,8 +1,9 @@
 // Reads a training graph file as an `echo.v1.Graph`, for clients: Checkmate
 // node-link JSON, proto3 JSON, binary or text protos, or the planner's
-// readable text format. The proto formats are parsed as they are (the
-// server validates them); the other two go through the planner's importers,
-// which validate while building the IR that is then converted.
+// readable text format. Only syntax is checked here: the proto formats are
+// parsed as they are, the other two by the planner's importers into
+// declarations (GraphBuilder) that become the proto without a Graph being
+// built. The server validates the graph, once.
 #ifndef ECHO_ADAPTER_GRAPH_FILE_H_
 #define ECHO_ADAPTER_GRAPH_FILE_H_
 

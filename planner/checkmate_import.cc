@@ -84,7 +84,7 @@ absl::StatusOr<int64_t> IntField(const nlohmann::json& object,
 
 }  // namespace
 
-absl::StatusOr<Graph> ImportCheckmateJson(absl::string_view json_text) {
+absl::StatusOr<GraphBuilder> ImportCheckmateSpecs(absl::string_view json_text) {
   nlohmann::json doc = nlohmann::json::parse(json_text, nullptr,
                                              /*allow_exceptions=*/false);
   if (doc.is_discarded()) return JsonError("not valid JSON");
@@ -169,6 +169,11 @@ absl::StatusOr<Graph> ImportCheckmateJson(absl::string_view json_text) {
     op.output_ids.push_back(absl::StrCat(id));
     builder.AddOp(std::move(op));
   }
+  return builder;
+}
+
+absl::StatusOr<Graph> ImportCheckmateJson(absl::string_view json_text) {
+  ASSIGN_OR_RETURN(GraphBuilder builder, ImportCheckmateSpecs(json_text));
   return std::move(builder).Build();
 }
 

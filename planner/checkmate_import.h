@@ -14,6 +14,8 @@ namespace echo::planner {
 
 // Parses the JSON text (the caller reads the file).
 absl::StatusOr<Graph> ImportCheckmateJson(absl::string_view json_text);
+// The declarations only: JSON errors, no graph validation (Build does it).
+absl::StatusOr<GraphBuilder> ImportCheckmateSpecs(absl::string_view json_text);
 
 // Op class from a Keras layer name ("block1_conv2", "fc1_backward", ...),
 // so that rule-based policies see convolutions and dense layers.

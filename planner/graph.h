@@ -186,6 +186,16 @@ class GraphBuilder {
   }
   absl::StatusOr<Graph> Build() &&;
 
+  // The declarations as collected, unvalidated (the adapter turns them into
+  // a proto without building a Graph).
+  const std::string& name() const { return name_; }
+  const std::vector<TensorSpec>& tensors() const { return tensors_; }
+  const std::vector<OpSpec>& ops() const { return ops_; }
+  const std::map<std::string, std::string>& metadata() const {
+    return metadata_;
+  }
+  const std::vector<std::string>& output_ids() const { return output_ids_; }
+
  private:
   std::vector<std::string> output_ids_;
   std::string name_;

@@ -216,7 +216,7 @@ absl::Status ParseOpLine(const std::vector<absl::string_view>& words,
 
 }  // namespace
 
-absl::StatusOr<Graph> ParseTextGraph(absl::string_view text) {
+absl::StatusOr<GraphBuilder> ParseTextGraphSpecs(absl::string_view text) {
   GraphBuilder builder;
   std::vector<std::string> output_ids;
   int line_number = 0;
@@ -249,6 +249,11 @@ absl::StatusOr<Graph> ParseTextGraph(absl::string_view text) {
     }
   }
   builder.MarkOutputs(std::move(output_ids));
+  return builder;
+}
+
+absl::StatusOr<Graph> ParseTextGraph(absl::string_view text) {
+  ASSIGN_OR_RETURN(GraphBuilder builder, ParseTextGraphSpecs(text));
   return std::move(builder).Build();
 }
 

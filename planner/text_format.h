@@ -26,6 +26,8 @@
 namespace echo::planner {
 
 absl::StatusOr<Graph> ParseTextGraph(absl::string_view text);
+// The declarations only: syntax errors, no graph validation (Build does it).
+absl::StatusOr<GraphBuilder> ParseTextGraphSpecs(absl::string_view text);
 
 absl::StatusOr<OpClass> ParseOpClass(absl::string_view name);
 absl::StatusOr<Phase> ParsePhase(absl::string_view name);
