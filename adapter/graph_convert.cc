@@ -213,49 +213,6 @@ absl::StatusOr<planner::Graph> GraphFromProto(const v1::Graph& proto) {
   return std::move(builder).Build();
 }
 
-v1::Graph GraphToProto(const planner::Graph& graph) {
-  v1::Graph proto;
-  proto.set_name(graph.name());
-  for (const auto& [key, value] : graph.metadata()) {
-    (*proto.mutable_metadata())[key] = value;
-  }
-  for (const planner::Tensor& tensor : graph.tensors()) {
-    v1::Tensor* out = proto.add_tensors();
-    out->set_id(tensor.id);
-    out->set_name(tensor.name);
-    for (int64_t dim : tensor.shape) out->add_shape(dim);
-    out->set_dtype(DTypeToProto(tensor.dtype));
-    out->set_size_bytes(tensor.size_bytes);
-    out->set_role(RoleToProto(tensor.role));
-    out->set_is_output(tensor.is_output);
-  }
-  for (const planner::Op& op : graph.ops()) {
-    v1::Op* out = proto.add_ops();
-    out->set_id(op.id);
-    out->set_name(op.name);
-    out->set_op_type(op.op_type);
-    out->set_op_class(OpClassToProto(op.op_class));
-    out->set_phase(PhaseToProto(op.phase));
-    for (planner::TensorIndex t : op.inputs) {
-      out->add_input_ids(graph.tensor(t).id);
-    }
-    for (planner::TensorIndex t : op.outputs) {
-      out->add_output_ids(graph.tensor(t).id);
-    }
-    if (op.flops >= 0) out->set_flops(op.flops);
-    if (op.measured_time_seconds >= 0) {
-      out->set_measured_time_seconds(op.measured_time_seconds);
-    }
-    out->set_measured_on(op.measured_on);
-    if (op.relative_cost >= 0) out->set_relative_cost(op.relative_cost);
-    out->set_workspace_bytes(op.workspace_bytes);
-    out->set_recomputable(op.recomputable);
-    out->mutable_attributes()->insert(op.attributes.begin(),
-                                      op.attributes.end());
-  }
-  return proto;
-}
-
 absl::StatusOr<v1::Graph> GraphSpecsToProto(
     const planner::GraphBuilder& specs) {
   v1::Graph proto;

@@ -15,9 +15,6 @@ namespace echo::adapter {
 // InvalidArgument naming the op or tensor.
 absl::StatusOr<planner::Graph> GraphFromProto(const v1::Graph& proto);
 
-// The inverse.
-v1::Graph GraphToProto(const planner::Graph& graph);
-
 // Declarations an importer collected (planner/text_format.h,
 // planner/checkmate_import.h), unvalidated, as a proto: a client sends them
 // without building a Graph, and the server validates the graph once.

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "adapter/graph_convert.h"
+#include "adapter/graph_file.h"
 #include "client/planner_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -42,8 +43,8 @@ class ServerTest : public ::testing::Test {
 
   v1::EstimateMemoryRequest Vgg16Request() {
     v1::EstimateMemoryRequest request;
-    *request.mutable_graph() =
-        adapter::GraphToProto(testing::LoadCheckmate("vgg16_b256_train"));
+    *request.mutable_graph() = testing::ValueOrFail(adapter::LoadGraphFile(
+        std::string(ECHO_TEST_DATA_DIR) + "/checkmate/vgg16_b256_train.json"));
     return request;
   }
 
@@ -127,8 +128,9 @@ TEST_F(ServerTest, OversizedRequestIsResourceExhaustedAndServerKeepsServing) {
   ASSERT_FALSE(response.ok());
   EXPECT_EQ(response.status().code(), absl::StatusCode::kResourceExhausted);
   v1::EstimateMemoryRequest small;
-  *small.mutable_graph() = adapter::GraphToProto(
-      testing::ParseOrFail("tensor x 10 input\nop a fwd other x -> y:20\n"));
+  *small.mutable_graph() = testing::ValueOrFail(
+      adapter::ParseGraph("tensor x 10 input\nop a fwd other x -> y:20\n",
+                          adapter::GraphFormat::kEchoText, "small"));
   auto ok = client_->EstimateMemory(small);
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_EQ(ok->peak_bytes(), 30);
