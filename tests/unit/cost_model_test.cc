@@ -279,7 +279,7 @@ TEST(CostModelWorkTest, CollectivesAreUnknown) {
       OneOp(OpClass::kCollective, "c10d::allreduce_",
             {Shaped("x", kF32, {1024})}, {Shaped("y", kF32, {1024})}, {}, 1e6);
   EXPECT_FALSE(EstimateOpWork(g, 0).known);
-  EXPECT_FALSE(AnalyticSeconds(g, 0, *FindCatalogDevice("h100-80gb"), {}));
+  EXPECT_FALSE(AnalyticSeconds(g, 0, testing::CatalogDevice("h100-80gb"), {}));
 }
 
 // ------------------------------------------------------------ roofline
@@ -292,11 +292,11 @@ TEST(CostModelRooflineTest, ComputeBoundGemmOnH100) {
   // 2 * 4096^3 = 137438953472 FLOPs / (989.5e12 * 0.7) = 1.98425e-4 s,
   // above 100663296 B / (3.35e12 * 0.8) = 3.756e-5 s; + 5 us launch.
   std::optional<double> t =
-      AnalyticSeconds(g, 0, *FindCatalogDevice("h100-80gb"), {});
+      AnalyticSeconds(g, 0, testing::CatalogDevice("h100-80gb"), {});
   ASSERT_TRUE(t.has_value());
   EXPECT_NEAR(*t, 2.0342482e-4, 1e-10);
   // On the paper's RTX 2080 Ti: 53.8 TFLOPS with FP32 accumulate.
-  EXPECT_NEAR(*AnalyticSeconds(g, 0, *FindCatalogDevice("rtx-2080-ti"), {}),
+  EXPECT_NEAR(*AnalyticSeconds(g, 0, testing::CatalogDevice("rtx-2080-ti"), {}),
               3.6544677e-3, 1e-9);
 }
 
@@ -305,7 +305,7 @@ TEST(CostModelRooflineTest, F32GemmUsesTf32OnlyWhenAllowed) {
       OneOp(OpClass::kGemm, "aten::mm",
             {Shaped("a", kF32, {1024, 1024}), Shaped("b", kF32, {1024, 1024})},
             {Shaped("c", kF32, {1024, 1024})});
-  const DeviceSpec h100 = *FindCatalogDevice("h100-80gb");
+  const DeviceSpec h100 = testing::CatalogDevice("h100-80gb");
   CostModelOptions options;
   // 2147483648 / (67e12 * 0.7) + 5e-6.
   EXPECT_NEAR(*AnalyticSeconds(g, 0, h100, options), 5.0788564e-5, 1e-11);
@@ -319,7 +319,7 @@ TEST(CostModelRooflineTest, MemoryBoundElementwiseOnH100) {
                   {Shaped("a", kF32, {1 << 24}), Shaped("b", kF32, {1 << 24})},
                   {Shaped("c", kF32, {1 << 24})});
   // 201326592 B / (3.35e12 * 0.8) + 5e-6.
-  EXPECT_NEAR(*AnalyticSeconds(g, 0, *FindCatalogDevice("h100-80gb"), {}),
+  EXPECT_NEAR(*AnalyticSeconds(g, 0, testing::CatalogDevice("h100-80gb"), {}),
               8.0121863e-5, 1e-11);
 }
 
@@ -329,11 +329,12 @@ TEST(CostModelRooflineTest, SmallSoftmaxIsLaunchBoundAndViewsCostNothing) {
             {Shaped("x", kF16, {32, 1000})}, {Shaped("y", kF16, {32, 1000})});
   // 128000 B / (616e9 * 0.6) = 3.4632e-7 s, + 5e-6.
   EXPECT_NEAR(
-      *AnalyticSeconds(softmax, 0, *FindCatalogDevice("rtx-2080-ti"), {}),
+      *AnalyticSeconds(softmax, 0, testing::CatalogDevice("rtx-2080-ti"), {}),
       5.3463203e-6, 1e-12);
   Graph view = OneOp(OpClass::kDataMovement, "aten::view",
                      {Shaped("x", kF32, {4, 8})}, {Shaped("y", kF32, {32})});
-  EXPECT_EQ(*AnalyticSeconds(view, 0, *FindCatalogDevice("h100-80gb"), {}), 0);
+  EXPECT_EQ(*AnalyticSeconds(view, 0, testing::CatalogDevice("h100-80gb"), {}),
+            0);
 }
 
 // ------------------------------------------------------------ signatures
@@ -385,7 +386,7 @@ TEST(CostModelSignatureTest, NeedsProfiling) {
   EXPECT_FALSE(NeedsProfiling(measured, 0));
   // A time measured on another device (here: unknown) does not stop the
   // profiler of a known GPU.
-  const DeviceSpec h100 = *FindCatalogDevice("h100-80gb");
+  const DeviceSpec h100 = testing::CatalogDevice("h100-80gb");
   EXPECT_TRUE(NeedsProfiling(measured, 0, &h100));
   Graph relu = OneOp(OpClass::kElementwise, "aten::relu",
                      {Shaped("a", kF32, {64})}, {Shaped("b", kF32, {64})});
@@ -431,7 +432,7 @@ TEST(CostModelCalibrationTest, FittedModelReproducesMeasurement) {
       OneOp(OpClass::kGemm, "aten::mm",
             {Shaped("a", kF16, {4096, 4096}), Shaped("b", kF16, {4096, 4096})},
             {Shaped("c", kF16, {4096, 4096})});
-  const DeviceSpec h100 = *FindCatalogDevice("h100-80gb");
+  const DeviceSpec h100 = testing::CatalogDevice("h100-80gb");
   std::optional<CalibrationSample> sample =
       MakeCalibrationSample(g, 0, h100, {}, 4e-4);
   ASSERT_TRUE(sample.has_value());

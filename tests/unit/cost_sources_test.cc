@@ -41,7 +41,7 @@ constexpr absl::string_view kMixedGraph = R"(
 TEST(CostModelSourcesTest, PrecedenceAndRelativeScaling) {
   Graph g = testing::ParseOrFail(kMixedGraph);
   MapProfiledTimes profiled({{"profiled", 0.002}, {"measured", 9.0}});
-  const DeviceSpec h100 = *FindCatalogDevice("h100-80gb");
+  const DeviceSpec h100 = testing::CatalogDevice("h100-80gb");
   absl::StatusOr<CostTable> table = EstimateOpCosts(g, &h100, &profiled, {});
   ASSERT_TRUE(table.ok()) << table.status();
   EXPECT_EQ(table->unit, "seconds");
@@ -116,8 +116,8 @@ TEST(CostModelSourcesTest, MeasuredTimesPriceOnlyTheDeviceTheyWereMeasuredOn) {
     op h100 fwd elementwise a -> b:f32[1024] time=0.25 on=H100-80GB
     op unknown fwd elementwise b -> c:f32[1024] time=0.125
   )");
-  const DeviceSpec h100 = *FindCatalogDevice("h100-80gb");
-  const DeviceSpec rtx = *FindCatalogDevice("rtx-2080-ti");
+  const DeviceSpec h100 = testing::CatalogDevice("h100-80gb");
+  const DeviceSpec rtx = testing::CatalogDevice("rtx-2080-ti");
   // No device: the capture machine's times are all there is.
   ASSERT_OK_AND_ASSIGN(CostTable none, EstimateOpCosts(g, nullptr, nullptr));
   EXPECT_EQ(none.Costs(), (std::vector<double>{0.5, 0.25, 0.125}));
@@ -142,7 +142,7 @@ TEST(CostModelSourcesTest, MeasuredTimesPriceOnlyTheDeviceTheyWereMeasuredOn) {
 TEST(CostModelSourcesTest, InvalidProfiledTimesAreIgnored) {
   Graph g = testing::ParseOrFail(kMixedGraph);
   MapProfiledTimes profiled({{"profiled", std::nan("")}});
-  const DeviceSpec h100 = *FindCatalogDevice("h100-80gb");
+  const DeviceSpec h100 = testing::CatalogDevice("h100-80gb");
   absl::StatusOr<CostTable> table = EstimateOpCosts(g, &h100, &profiled);
   ASSERT_TRUE(table.ok());
   EXPECT_EQ(table->ops[1].source, CostSource::kAnalytic);
@@ -159,7 +159,7 @@ TEST(CostModelSourcesTest, RejectsInvalidDevice) {
 
 TEST(CostModelSourcesTest, CheckmateGraphWithDeviceScalesRelativeCosts) {
   Graph g = testing::LoadCheckmate("vgg16_b256_train");
-  const DeviceSpec device = *FindCatalogDevice("rtx-2080-ti");
+  const DeviceSpec device = testing::CatalogDevice("rtx-2080-ti");
   absl::StatusOr<CostTable> table = EstimateOpCosts(g, &device, nullptr);
   ASSERT_TRUE(table.ok());
   const CostSourceSummary summary = table->Summary();

@@ -349,8 +349,8 @@ TEST_F(NodeProfilerTest, LookupCountsMissesOnlyForProfilableOps) {
 TEST_F(NodeProfilerTest, ProfiledTimesFeedTheCostModelForThisGpuOnly) {
   std::unique_ptr<NodeProfiler> profiler = Make(Enabled());
   ASSERT_OK(profiler->ProfileOps(graph_, {}, false));
-  const planner::DeviceSpec h100 = *planner::FindCatalogDevice("h100-80gb");
-  const planner::DeviceSpec a100 = *planner::FindCatalogDevice("a100-80gb");
+  const planner::DeviceSpec h100 = testing::CatalogDevice("h100-80gb");
+  const planner::DeviceSpec a100 = testing::CatalogDevice("a100-80gb");
   EXPECT_EQ(profiler->TimesFor(&h100), profiler.get());
   EXPECT_EQ(profiler->TimesFor(&a100), nullptr);
   EXPECT_EQ(profiler->TimesFor(nullptr), nullptr);
@@ -467,7 +467,7 @@ TEST(DeviceConvertTest, CatalogRoundTrips) {
     EXPECT_EQ(back->vector_flops, spec.vector_flops);
   }
   v1::DeviceSpec h100;
-  adapter::DeviceSpecToProto(*planner::FindCatalogDevice("h100-80gb"), &h100);
+  adapter::DeviceSpecToProto(testing::CatalogDevice("h100-80gb"), &h100);
   bool found_tf32 = false;
   for (const v1::PeakFlops& peak : h100.peak_flops()) {
     if (peak.dtype() == v1::DTYPE_FLOAT32 && peak.tensor_core()) {

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "gtest/gtest.h"
 #include "planner/checkmate_import.h"
+#include "planner/device_catalog.h"
 #include "planner/graph.h"
 #include "planner/text_format.h"
 
@@ -76,6 +77,12 @@ T ValueOrFail(absl::StatusOr<T> status_or) {
     return T{};
   }
   return *std::move(status_or);
+}
+
+// A device of the catalog; an unknown name fails the test (and returns an
+// empty spec) instead of aborting the binary.
+inline planner::DeviceSpec CatalogDevice(absl::string_view name) {
+  return ValueOrFail(planner::FindCatalogDevice(name));
 }
 
 inline planner::Graph LoadCheckmate(const std::string& name) {
