@@ -32,7 +32,7 @@ struct PassOutput {
   Schedule schedule;
   // False when the pass proved that the memory limit cannot be met.
   bool limit_reachable = true;
-  // "heuristic", or the MILP's status (recompute_planner.h).
+  // "heuristic", or the MILP's status (RecomputePlan::solver_status).
   std::string solver_status = "heuristic";
   double solver_bound_cost = 0;
 };
