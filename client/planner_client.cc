@@ -5,11 +5,11 @@
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
+#include "planner/status_macros.h"
 
 namespace echo::client {
 
-PlannerClient::PlannerClient(const ClientOptions& options)
-    : options_(options) {
+PlannerClient::PlannerClient(const ClientOptions& options) : options_(options) {
   grpc::ChannelArguments arguments;
   arguments.SetMaxReceiveMessageSize(-1);
   arguments.SetMaxSendMessageSize(-1);
@@ -30,10 +30,9 @@ template <typename Request, typename Response, typename Method>
 absl::StatusOr<Response> PlannerClient::Call(Method method,
                                              const Request& request) {
   grpc::ClientContext context;
-  context.set_deadline(
-      std::chrono::system_clock::now() +
-      std::chrono::milliseconds(
-          static_cast<int64_t>(options_.timeout_seconds * 1000)));
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::milliseconds(static_cast<int64_t>(
+                           options_.timeout_seconds * 1000)));
   Response response;
   const grpc::Status status = method(&context, request, &response);
   if (!status.ok()) {
@@ -47,25 +46,25 @@ absl::StatusOr<grpc::health::v1::HealthCheckResponse::ServingStatus>
 PlannerClient::Health(const std::string& service) {
   grpc::health::v1::HealthCheckRequest request;
   request.set_service(service);
-  absl::StatusOr<grpc::health::v1::HealthCheckResponse> response =
-      Call<grpc::health::v1::HealthCheckRequest,
-           grpc::health::v1::HealthCheckResponse>(
-          [&](auto* c, const auto& req, auto* resp) {
-            return health_->Check(c, req, resp);
-          },
-          request);
-  if (!response.ok()) return response.status();
-  return response->status();
+  using grpc::health::v1::HealthCheckRequest;
+  using grpc::health::v1::HealthCheckResponse;
+  ASSIGN_OR_RETURN(HealthCheckResponse response,
+                   (Call<HealthCheckRequest, HealthCheckResponse>(
+                       [&](auto* c, const auto& req, auto* resp) {
+                         return health_->Check(c, req, resp);
+                       },
+                       request)));
+  return response.status();
 }
 
-#define ECHO_CLIENT_UNARY(Name, Request, Response)                          \
-  absl::StatusOr<v1::Response> PlannerClient::Name(                         \
-      const v1::Request& request) {                                         \
-    return Call<v1::Request, v1::Response>(                                 \
-        [&](auto* c, const auto& req, auto* resp) {                         \
-          return planner_->Name(c, req, resp);                              \
-        },                                                                  \
-        request);                                                           \
+#define ECHO_CLIENT_UNARY(Name, Request, Response)  \
+  absl::StatusOr<v1::Response> PlannerClient::Name( \
+      const v1::Request& request) {                 \
+    return Call<v1::Request, v1::Response>(         \
+        [&](auto* c, const auto& req, auto* resp) { \
+          return planner_->Name(c, req, resp);      \
+        },                                          \
+        request);                                   \
   }
 
 ECHO_CLIENT_UNARY(EstimateMemory, EstimateMemoryRequest, EstimateMemoryResponse)

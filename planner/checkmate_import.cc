@@ -10,26 +10,43 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "nlohmann/json.hpp"
+#include "planner/status_macros.h"
 
 namespace echo::planner {
 
 OpClass OpClassFromLayerName(absl::string_view name) {
   static constexpr std::pair<absl::string_view, OpClass> kKeywords[] = {
-      {"conv", OpClass::kConv},          {"dw", OpClass::kConv},
-      {"pw", OpClass::kConv},            {"conv2d", OpClass::kConv},
-      {"transpose", OpClass::kConv},     {"cropping2d", OpClass::kDataMovement},            {"fc", OpClass::kGemm},
-      {"dense", OpClass::kGemm},         {"predictions", OpClass::kGemm},
-      {"logits", OpClass::kGemm},        {"bn", OpClass::kNorm},
-      {"batchnorm", OpClass::kNorm},     {"norm", OpClass::kNorm},
-      {"pool", OpClass::kReduction},     {"flatten", OpClass::kDataMovement},
-      {"reshape", OpClass::kDataMovement}, {"pad", OpClass::kDataMovement},
-      {"concat", OpClass::kDataMovement}, {"upsample", OpClass::kDataMovement},
-      {"crop", OpClass::kDataMovement},  {"relu", OpClass::kElementwise},
-      {"add", OpClass::kElementwise},    {"out", OpClass::kElementwise},
-      {"act", OpClass::kElementwise},    {"activation", OpClass::kElementwise},
-      {"sigmoid", OpClass::kElementwise}, {"tanh", OpClass::kElementwise},
-      {"mul", OpClass::kElementwise},    {"dropout", OpClass::kRandom},
-      {"softmax", OpClass::kSoftmax},    {"loss", OpClass::kSoftmax},
+      {"conv", OpClass::kConv},
+      {"dw", OpClass::kConv},
+      {"pw", OpClass::kConv},
+      {"conv2d", OpClass::kConv},
+      {"transpose", OpClass::kConv},
+      {"cropping2d", OpClass::kDataMovement},
+      {"fc", OpClass::kGemm},
+      {"dense", OpClass::kGemm},
+      {"predictions", OpClass::kGemm},
+      {"logits", OpClass::kGemm},
+      {"bn", OpClass::kNorm},
+      {"batchnorm", OpClass::kNorm},
+      {"norm", OpClass::kNorm},
+      {"pool", OpClass::kReduction},
+      {"flatten", OpClass::kDataMovement},
+      {"reshape", OpClass::kDataMovement},
+      {"pad", OpClass::kDataMovement},
+      {"concat", OpClass::kDataMovement},
+      {"upsample", OpClass::kDataMovement},
+      {"crop", OpClass::kDataMovement},
+      {"relu", OpClass::kElementwise},
+      {"add", OpClass::kElementwise},
+      {"out", OpClass::kElementwise},
+      {"act", OpClass::kElementwise},
+      {"activation", OpClass::kElementwise},
+      {"sigmoid", OpClass::kElementwise},
+      {"tanh", OpClass::kElementwise},
+      {"mul", OpClass::kElementwise},
+      {"dropout", OpClass::kRandom},
+      {"softmax", OpClass::kSoftmax},
+      {"loss", OpClass::kSoftmax},
   };
   std::string lower = absl::AsciiStrToLower(name);
   if (absl::EndsWith(lower, "_backward")) {
@@ -52,12 +69,12 @@ OpClass OpClassFromLayerName(absl::string_view name) {
 namespace {
 
 absl::Status JsonError(absl::string_view what) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("checkmate graph: ", what));
+  return absl::InvalidArgumentError(absl::StrCat("checkmate graph: ", what));
 }
 
 absl::StatusOr<int64_t> IntField(const nlohmann::json& object,
-                                 absl::string_view field, absl::string_view where) {
+                                 absl::string_view field,
+                                 absl::string_view where) {
   auto it = object.find(std::string(field));
   if (it == object.end() || !it->is_number_integer()) {
     return JsonError(absl::StrCat(where, " has no integer '", field, "'"));
@@ -67,7 +84,7 @@ absl::StatusOr<int64_t> IntField(const nlohmann::json& object,
 
 }  // namespace
 
-absl::StatusOr<Graph> ImportCheckmateJson(absl::string_view json_text) {
+absl::StatusOr<GraphBuilder> ImportCheckmateSpecs(absl::string_view json_text) {
   nlohmann::json doc = nlohmann::json::parse(json_text, nullptr,
                                              /*allow_exceptions=*/false);
   if (doc.is_discarded()) return JsonError("not valid JSON");
@@ -88,18 +105,15 @@ absl::StatusOr<Graph> ImportCheckmateJson(absl::string_view json_text) {
   std::vector<Node> by_id(n);
   for (const nlohmann::json& node : nodes) {
     if (!node.is_object()) return JsonError("a node is not an object");
-    absl::StatusOr<int64_t> id = IntField(node, "id", "a node");
-    if (!id.ok()) return id.status();
-    const std::string where = absl::StrCat("node ", *id);
-    if (*id < 0 || *id >= n) {
+    ASSIGN_OR_RETURN(int64_t id, IntField(node, "id", "a node"));
+    const std::string where = absl::StrCat("node ", id);
+    if (id < 0 || id >= n) {
       return JsonError(absl::StrCat(where, ": ids must be 0..", n - 1));
     }
-    Node& entry = by_id[*id];
+    Node& entry = by_id[id];
     if (entry.seen) return JsonError(absl::StrCat(where, ": duplicate id"));
     entry.seen = true;
-    absl::StatusOr<int64_t> bytes = IntField(node, "cost_ram", where);
-    if (!bytes.ok()) return bytes.status();
-    entry.bytes = *bytes;
+    ASSIGN_OR_RETURN(entry.bytes, IntField(node, "cost_ram", where));
     auto cost = node.find("cost_cpu");
     if (cost == node.end() || !cost->is_number()) {
       return JsonError(absl::StrCat(where, " has no numeric 'cost_cpu'"));
@@ -119,15 +133,13 @@ absl::StatusOr<Graph> ImportCheckmateJson(absl::string_view json_text) {
   }
   for (const nlohmann::json& link : doc["links"]) {
     if (!link.is_object()) return JsonError("a link is not an object");
-    absl::StatusOr<int64_t> source = IntField(link, "source", "a link");
-    if (!source.ok()) return source.status();
-    absl::StatusOr<int64_t> target = IntField(link, "target", "a link");
-    if (!target.ok()) return target.status();
-    if (*source < 0 || *source >= n || *target < 0 || *target >= n) {
-      return JsonError(absl::StrCat("link ", *source, " -> ", *target,
+    ASSIGN_OR_RETURN(int64_t source, IntField(link, "source", "a link"));
+    ASSIGN_OR_RETURN(int64_t target, IntField(link, "target", "a link"));
+    if (source < 0 || source >= n || target < 0 || target >= n) {
+      return JsonError(absl::StrCat("link ", source, " -> ", target,
                                     " names an unknown node"));
     }
-    by_id[*target].inputs.push_back(*source);
+    by_id[target].inputs.push_back(source);
   }
 
   GraphBuilder builder;
@@ -152,10 +164,16 @@ absl::StatusOr<Graph> ImportCheckmateJson(absl::string_view json_text) {
     // Checkmate may recompute any node.
     op.recomputable_set = true;
     op.recomputable = true;
-    for (int64_t input : node.inputs) op.input_ids.push_back(absl::StrCat(input));
+    for (int64_t input : node.inputs)
+      op.input_ids.push_back(absl::StrCat(input));
     op.output_ids.push_back(absl::StrCat(id));
     builder.AddOp(std::move(op));
   }
+  return builder;
+}
+
+absl::StatusOr<Graph> ImportCheckmateJson(absl::string_view json_text) {
+  ASSIGN_OR_RETURN(GraphBuilder builder, ImportCheckmateSpecs(json_text));
   return std::move(builder).Build();
 }
 

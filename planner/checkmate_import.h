@@ -6,15 +6,16 @@
 #ifndef ECHO_PLANNER_CHECKMATE_IMPORT_H_
 #define ECHO_PLANNER_CHECKMATE_IMPORT_H_
 
-#include "absl/strings/string_view.h"
-
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "planner/graph.h"
 
 namespace echo::planner {
 
 // Parses the JSON text (the caller reads the file).
 absl::StatusOr<Graph> ImportCheckmateJson(absl::string_view json_text);
+// The declarations only: JSON errors, no graph validation (Build does it).
+absl::StatusOr<GraphBuilder> ImportCheckmateSpecs(absl::string_view json_text);
 
 // Op class from a Keras layer name ("block1_conv2", "fc1_backward", ...),
 // so that rule-based policies see convolutions and dense layers.

@@ -4,8 +4,10 @@
 #include <cmath>
 #include <numeric>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "planner/status_macros.h"
 
 namespace echo::planner {
 namespace {
@@ -147,7 +149,7 @@ absl::StatusOr<CostTable> EstimateOpCosts(const Graph& graph,
                                           const ProfiledTimes* profiled,
                                           const CostModelOptions& options) {
   if (device != nullptr) {
-    if (absl::Status s = ValidateDeviceSpec(*device); !s.ok()) return s;
+    RETURN_IF_ERROR(ValidateDeviceSpec(*device));
   }
   CostTable table;
   table.ops.resize(graph.num_ops());
@@ -160,7 +162,7 @@ absl::StatusOr<CostTable> EstimateOpCosts(const Graph& graph,
     estimate.flops = work.flops;
     estimate.bytes_moved = work.bytes_moved;
     std::optional<double> time;
-    if (Finite(op.measured_time_seconds)) {
+    if (MeasuredTimeApplies(op, device)) {
       seconds[o] = op.measured_time_seconds;
       estimate.source = CostSource::kMeasured;
     } else if (profiled != nullptr && (time = profiled->Lookup(graph, o)) &&
@@ -237,9 +239,16 @@ std::string OpSignature(const Graph& graph, OpIndex o) {
   return signature;
 }
 
-bool NeedsProfiling(const Graph& graph, OpIndex o) {
+bool MeasuredTimeApplies(const Op& op, const DeviceSpec* device) {
+  if (!Finite(op.measured_time_seconds)) return false;
+  return device == nullptr ||
+         (!op.measured_on.empty() &&
+          absl::EqualsIgnoreCase(op.measured_on, device->name));
+}
+
+bool NeedsProfiling(const Graph& graph, OpIndex o, const DeviceSpec* device) {
   const Op& op = graph.op(o);
-  if (Finite(op.measured_time_seconds)) return false;
+  if (MeasuredTimeApplies(op, device)) return false;
   switch (op.op_class) {
     case OpClass::kGemm:
       return InferGemmShape(graph, o).has_value();

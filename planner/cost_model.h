@@ -181,9 +181,16 @@ struct CostTable {
   CostSourceSummary SummaryOf(const std::vector<OpIndex>& ops) const;
 };
 
-// Per op, the first that applies: the client's measured time > a time
-// profiled on this node > the analytic roofline on `device` > the client's
-// relative cost > unknown (cost 0).
+// Whether the op's measured_time_seconds prices it on `device`: the op has a
+// time, and either no device is asked for (the capture machine's times are
+// all there is) or op.measured_on names that device (case-insensitive). A
+// time measured elsewhere, or with measured_on empty, does not price a
+// named device: a CPU-captured time says little about an H100.
+bool MeasuredTimeApplies(const Op& op, const DeviceSpec* device);
+
+// Per op, the first that applies: the client's measured time when
+// MeasuredTimeApplies > a time profiled on this node > the analytic
+// roofline on `device` > the client's relative cost > unknown (cost 0).
 //
 // Units: the table is in seconds when a device is given or any op has a
 // measured or profiled time; else in the graph's relative units. In seconds,
@@ -202,9 +209,11 @@ absl::StatusOr<CostTable> EstimateOpCosts(const Graph& graph,
 std::string OpSignature(const Graph& graph, OpIndex op);
 
 // Ops worth timing on a GPU: GEMMs and convolutions with inferable shapes,
-// and ops of class OTHER whose tensors all have shapes; never an op the
-// client measured.
-bool NeedsProfiling(const Graph& graph, OpIndex op);
+// and ops of class OTHER whose tensors all have shapes; never an op whose
+// measured time applies to `device`, the profiling GPU's catalog spec
+// (nullptr when unknown: then any measured op is left alone).
+bool NeedsProfiling(const Graph& graph, OpIndex op,
+                    const DeviceSpec* device = nullptr);
 
 // ---------------------------------------------------------------- calibration
 

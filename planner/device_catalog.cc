@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "planner/status_macros.h"
 
 namespace echo::planner {
 namespace {
@@ -224,10 +225,7 @@ absl::Status ValidateDeviceSpec(const DeviceSpec& spec) {
   if (spec.tensor_core_flops.empty() && spec.vector_flops.empty()) {
     return invalid("needs at least one peak_flops entry");
   }
-  if (absl::Status s = CheckRates(spec, spec.tensor_core_flops, "tensor-core");
-      !s.ok()) {
-    return s;
-  }
+  RETURN_IF_ERROR(CheckRates(spec, spec.tensor_core_flops, "tensor-core"));
   return CheckRates(spec, spec.vector_flops, "vector");
 }
 
@@ -239,7 +237,7 @@ absl::StatusOr<DeviceSpec> ResolveDeviceSpec(const DeviceSpec& requested) {
     }
     return FindCatalogDevice(requested.name);
   }
-  if (absl::Status s = ValidateDeviceSpec(requested); !s.ok()) return s;
+  RETURN_IF_ERROR(ValidateDeviceSpec(requested));
   return requested;
 }
 

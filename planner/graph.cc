@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "planner/status_macros.h"
 
 namespace echo::planner {
 
@@ -36,57 +37,90 @@ int64_t DTypeSize(DType dtype) {
 
 absl::string_view DTypeName(DType dtype) {
   switch (dtype) {
-    case DType::kUnspecified: return "unspecified";
-    case DType::kFloat32: return "f32";
-    case DType::kFloat16: return "f16";
-    case DType::kBFloat16: return "bf16";
-    case DType::kFloat64: return "f64";
-    case DType::kInt64: return "i64";
-    case DType::kInt32: return "i32";
-    case DType::kInt16: return "i16";
-    case DType::kInt8: return "i8";
-    case DType::kUInt8: return "u8";
-    case DType::kBool: return "bool";
-    case DType::kFloat8E4M3: return "f8e4m3";
-    case DType::kFloat8E5M2: return "f8e5m2";
-    case DType::kComplex64: return "c64";
+    case DType::kUnspecified:
+      return "unspecified";
+    case DType::kFloat32:
+      return "f32";
+    case DType::kFloat16:
+      return "f16";
+    case DType::kBFloat16:
+      return "bf16";
+    case DType::kFloat64:
+      return "f64";
+    case DType::kInt64:
+      return "i64";
+    case DType::kInt32:
+      return "i32";
+    case DType::kInt16:
+      return "i16";
+    case DType::kInt8:
+      return "i8";
+    case DType::kUInt8:
+      return "u8";
+    case DType::kBool:
+      return "bool";
+    case DType::kFloat8E4M3:
+      return "f8e4m3";
+    case DType::kFloat8E5M2:
+      return "f8e5m2";
+    case DType::kComplex64:
+      return "c64";
   }
   return "unspecified";
 }
 
 absl::string_view TensorRoleName(TensorRole role) {
   switch (role) {
-    case TensorRole::kActivation: return "activation";
-    case TensorRole::kParameter: return "parameter";
-    case TensorRole::kOptimizerState: return "optimizer_state";
-    case TensorRole::kInput: return "input";
-    case TensorRole::kGradient: return "gradient";
+    case TensorRole::kActivation:
+      return "activation";
+    case TensorRole::kParameter:
+      return "parameter";
+    case TensorRole::kOptimizerState:
+      return "optimizer_state";
+    case TensorRole::kInput:
+      return "input";
+    case TensorRole::kGradient:
+      return "gradient";
   }
   return "activation";
 }
 
 absl::string_view OpClassName(OpClass op_class) {
   switch (op_class) {
-    case OpClass::kGemm: return "gemm";
-    case OpClass::kConv: return "conv";
-    case OpClass::kElementwise: return "elementwise";
-    case OpClass::kReduction: return "reduction";
-    case OpClass::kNorm: return "norm";
-    case OpClass::kSoftmax: return "softmax";
-    case OpClass::kDataMovement: return "data_movement";
-    case OpClass::kRandom: return "random";
-    case OpClass::kCollective: return "collective";
-    case OpClass::kOther: return "other";
-    case OpClass::kEmbedding: return "embedding";
+    case OpClass::kGemm:
+      return "gemm";
+    case OpClass::kConv:
+      return "conv";
+    case OpClass::kElementwise:
+      return "elementwise";
+    case OpClass::kReduction:
+      return "reduction";
+    case OpClass::kNorm:
+      return "norm";
+    case OpClass::kSoftmax:
+      return "softmax";
+    case OpClass::kDataMovement:
+      return "data_movement";
+    case OpClass::kRandom:
+      return "random";
+    case OpClass::kCollective:
+      return "collective";
+    case OpClass::kOther:
+      return "other";
+    case OpClass::kEmbedding:
+      return "embedding";
   }
   return "other";
 }
 
 absl::string_view PhaseName(Phase phase) {
   switch (phase) {
-    case Phase::kForward: return "forward";
-    case Phase::kBackward: return "backward";
-    case Phase::kOptimizer: return "optimizer";
+    case Phase::kForward:
+      return "forward";
+    case Phase::kBackward:
+      return "backward";
+    case Phase::kOptimizer:
+      return "optimizer";
   }
   return "forward";
 }
@@ -133,15 +167,15 @@ absl::StatusOr<int64_t> SizeFromShape(const TensorSpec& spec) {
   for (size_t i = 0; i < spec.shape.size(); ++i) {
     const int64_t dim = spec.shape[i];
     if (dim < 0) {
-      return TensorError(spec.id, absl::StrCat("negative dimension ", dim,
-                                               " at axis ", i, " of shape [",
-                                               absl::StrJoin(spec.shape, ","),
-                                               "]"));
+      return TensorError(
+          spec.id,
+          absl::StrCat("negative dimension ", dim, " at axis ", i,
+                       " of shape [", absl::StrJoin(spec.shape, ","), "]"));
     }
     if (dim != 0 && bytes > std::numeric_limits<int64_t>::max() / dim) {
-      return TensorError(spec.id, absl::StrCat("shape [",
-                                               absl::StrJoin(spec.shape, ","),
-                                               "] overflows int64 bytes"));
+      return TensorError(spec.id,
+                         absl::StrCat("shape [", absl::StrJoin(spec.shape, ","),
+                                      "] overflows int64 bytes"));
     }
     bytes *= dim;
   }
@@ -173,19 +207,18 @@ absl::StatusOr<Graph> GraphBuilder::Build() && {
     }
     for (size_t i = 0; i < spec.shape.size(); ++i) {
       if (spec.shape[i] < 0) {
-        return TensorError(spec.id, absl::StrCat("negative dimension ",
-                                                 spec.shape[i], " at axis ", i));
+        return TensorError(
+            spec.id,
+            absl::StrCat("negative dimension ", spec.shape[i], " at axis ", i));
       }
     }
     int64_t size_bytes = spec.size_bytes;
     if (size_bytes < 0) {
       if (spec.size_bytes != -1) {
-        return TensorError(spec.id,
-                           absl::StrCat("negative size_bytes ", spec.size_bytes));
+        return TensorError(
+            spec.id, absl::StrCat("negative size_bytes ", spec.size_bytes));
       }
-      absl::StatusOr<int64_t> computed = SizeFromShape(spec);
-      if (!computed.ok()) return computed.status();
-      size_bytes = *computed;
+      ASSIGN_OR_RETURN(size_bytes, SizeFromShape(spec));
     }
     Tensor tensor;
     tensor.id = std::move(spec.id);
@@ -215,8 +248,8 @@ absl::StatusOr<Graph> GraphBuilder::Build() && {
       return OpError(spec.id, absl::StrCat("workspace_bytes out of range: ",
                                            spec.workspace_bytes));
     }
-    for (double value : {spec.flops, spec.measured_time_seconds,
-                         spec.relative_cost}) {
+    for (double value :
+         {spec.flops, spec.measured_time_seconds, spec.relative_cost}) {
       if (!(value >= 0 || value == -1)) {
         return OpError(spec.id,
                        "flops, measured time and relative cost must be >= 0");
@@ -241,17 +274,16 @@ absl::StatusOr<Graph> GraphBuilder::Build() && {
       }
       Tensor& tensor = graph.tensors_[t];
       if (tensor.producer != kNoOp) {
-        return TensorError(
-            output_id,
-            absl::StrCat("produced twice, by op '",
-                         graph.ops_[tensor.producer].id, "' and op '", spec.id,
-                         "'"));
+        return TensorError(output_id,
+                           absl::StrCat("produced twice, by op '",
+                                        graph.ops_[tensor.producer].id,
+                                        "' and op '", spec.id, "'"));
       }
       if (std::find(op.inputs.begin(), op.inputs.end(), t) != op.inputs.end()) {
-        return OpError(spec.id, absl::StrCat("reads and writes tensor '",
-                                             output_id,
-                                             "' (model in-place updates as a "
-                                             "new tensor)"));
+        return OpError(spec.id,
+                       absl::StrCat("reads and writes tensor '", output_id,
+                                    "' (model in-place updates as a "
+                                    "new tensor)"));
       }
       tensor.producer = index;
       op.outputs.push_back(t);
@@ -263,6 +295,7 @@ absl::StatusOr<Graph> GraphBuilder::Build() && {
     op.phase = spec.phase;
     op.flops = spec.flops;
     op.measured_time_seconds = spec.measured_time_seconds;
+    op.measured_on = std::move(spec.measured_on);
     op.relative_cost = spec.relative_cost;
     op.workspace_bytes = spec.workspace_bytes;
     op.recomputable = spec.recomputable_set
@@ -287,10 +320,10 @@ absl::StatusOr<Graph> GraphBuilder::Build() && {
     for (TensorIndex t : graph.DistinctInputs(o)) {
       Tensor& tensor = graph.tensors_[t];
       if (tensor.producer != kNoOp && tensor.producer >= o) {
-        return OpError(graph.ops_[o].id,
-                       absl::StrCat("reads tensor '", tensor.id,
-                                    "' before its producer '",
-                                    graph.ops_[tensor.producer].id, "' runs"));
+        return OpError(
+            graph.ops_[o].id,
+            absl::StrCat("reads tensor '", tensor.id, "' before its producer '",
+                         graph.ops_[tensor.producer].id, "' runs"));
       }
       tensor.readers.push_back(o);
     }
@@ -304,8 +337,8 @@ absl::StatusOr<Graph> GraphBuilder::Build() && {
       tensor.role = tensor.producer == kNoOp ? TensorRole::kInput
                                              : TensorRole::kActivation;
     }
-    if (tensor.size_bytes > std::numeric_limits<int64_t>::max() / 4 -
-                                total_bytes) {
+    if (tensor.size_bytes >
+        std::numeric_limits<int64_t>::max() / 4 - total_bytes) {
       return TensorError(tensor.id,
                          "sizes of the graph's tensors overflow int64");
     }

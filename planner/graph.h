@@ -7,11 +7,11 @@
 #include <cstdint>
 #include <map>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace echo::planner {
 
@@ -96,6 +96,10 @@ struct Op {
   // Negative when unknown.
   double flops = -1;
   double measured_time_seconds = -1;
+  // Where measured_time_seconds was measured: a catalog device name or a
+  // description such as "cpu:x86_64"; empty when unknown. The cost model
+  // uses the time as measured only for that device (cost_model.h).
+  std::string measured_on;
   double relative_cost = -1;
   int64_t workspace_bytes = 0;
   bool recomputable = true;
@@ -156,6 +160,7 @@ struct OpSpec {
   std::vector<std::string> output_ids;
   double flops = -1;
   double measured_time_seconds = -1;
+  std::string measured_on;  // as Op::measured_on
   double relative_cost = -1;
   int64_t workspace_bytes = 0;
   // Unset: false for RANDOM and COLLECTIVE ops, true otherwise.
@@ -180,6 +185,16 @@ class GraphBuilder {
     for (std::string& id : tensor_ids) output_ids_.push_back(std::move(id));
   }
   absl::StatusOr<Graph> Build() &&;
+
+  // The declarations as collected, unvalidated (the adapter turns them into
+  // a proto without building a Graph).
+  const std::string& name() const { return name_; }
+  const std::vector<TensorSpec>& tensors() const { return tensors_; }
+  const std::vector<OpSpec>& ops() const { return ops_; }
+  const std::map<std::string, std::string>& metadata() const {
+    return metadata_;
+  }
+  const std::vector<std::string>& output_ids() const { return output_ids_; }
 
  private:
   std::vector<std::string> output_ids_;

@@ -61,8 +61,8 @@ int32_t FreeStep(const Graph& graph, const Instance& instance) {
   return instance.created_step;  // unread: freed right after it is made
 }
 
-void AddToBreakdown(const Graph& graph, const Instance& instance,
-                    int64_t bytes, MemoryBreakdown& breakdown) {
+void AddToBreakdown(const Graph& graph, const Instance& instance, int64_t bytes,
+                    MemoryBreakdown& breakdown) {
   const Tensor& tensor = graph.tensor(instance.tensor);
   switch (tensor.role) {
     case TensorRole::kParameter:
@@ -78,7 +78,8 @@ void AddToBreakdown(const Graph& graph, const Instance& instance,
       breakdown.input_bytes += bytes;
       return;
     case TensorRole::kActivation:
-      if (!instance.from_recompute && IsStashCandidate(graph, instance.tensor)) {
+      if (!instance.from_recompute &&
+          IsStashCandidate(graph, instance.tensor)) {
         breakdown.stashed_activation_bytes += bytes;
       } else {
         breakdown.transient_bytes += bytes;
@@ -110,7 +111,6 @@ absl::StatusOr<SimulationResult> ReplaySchedule(
   // Pass 1: validity, instances and their last readers.
   OpIndex next_original = 0;
   SimulationResult result;
-  std::vector<int32_t> distinct_inputs;
   for (int32_t step = 0; step < num_steps; ++step) {
     const Execution& e = schedule[step];
     if (e.op < 0 || e.op >= graph.num_ops()) {
@@ -125,15 +125,16 @@ absl::StatusOr<SimulationResult> ReplaySchedule(
             StepName(graph, step, e), ": op may not be recomputed"));
       }
       if (e.op >= next_original) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            StepName(graph, step, e),
-            ": recomputes an op before its original execution"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(StepName(graph, step, e),
+                         ": recomputes an op before its original execution"));
       }
       ++result.recompute_count;
     } else {
       if (e.op != next_original) {
         return absl::InvalidArgumentError(absl::StrCat(
-            StepName(graph, step, e), ": original ops must run once each in "
+            StepName(graph, step, e),
+            ": original ops must run once each in "
             "graph order; expected op '",
             next_original < graph.num_ops() ? graph.op(next_original).id
                                             : std::string("<none>"),
@@ -144,9 +145,9 @@ absl::StatusOr<SimulationResult> ReplaySchedule(
     for (TensorIndex t : op.inputs) {
       const int32_t instance = current[t];
       if (instance < 0) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            StepName(graph, step, e), ": input tensor '", graph.tensor(t).id,
-            "' has no live instance"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(StepName(graph, step, e), ": input tensor '",
+                         graph.tensor(t).id, "' has no live instance"));
       }
       instances[instance].last_read_step = step;
     }
@@ -156,9 +157,8 @@ absl::StatusOr<SimulationResult> ReplaySchedule(
     }
   }
   if (next_original != graph.num_ops()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("schedule ends before op '", graph.op(next_original).id,
-                     "' runs"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "schedule ends before op '", graph.op(next_original).id, "' runs"));
   }
 
   // Pass 2: bytes per step. Each instance adds at its creation step and

@@ -7,14 +7,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "planner/status_macros.h"
 
 namespace echo::planner {
 
 namespace {
 
 template <typename Enum, size_t N>
-absl::StatusOr<Enum> LookUp(absl::string_view what, absl::string_view name,
-                            const std::pair<absl::string_view, Enum> (&table)[N]) {
+absl::StatusOr<Enum> LookUp(
+    absl::string_view what, absl::string_view name,
+    const std::pair<absl::string_view, Enum> (&table)[N]) {
   for (const auto& [key, value] : table) {
     if (key == name) return value;
   }
@@ -44,9 +46,9 @@ absl::StatusOr<OpClass> ParseOpClass(absl::string_view name) {
 
 absl::StatusOr<Phase> ParsePhase(absl::string_view name) {
   static constexpr std::pair<absl::string_view, Phase> kTable[] = {
-      {"fwd", Phase::kForward},       {"forward", Phase::kForward},
-      {"bwd", Phase::kBackward},      {"backward", Phase::kBackward},
-      {"opt", Phase::kOptimizer},     {"optimizer", Phase::kOptimizer},
+      {"fwd", Phase::kForward},   {"forward", Phase::kForward},
+      {"bwd", Phase::kBackward},  {"backward", Phase::kBackward},
+      {"opt", Phase::kOptimizer}, {"optimizer", Phase::kOptimizer},
   };
   return LookUp("phase", name, kTable);
 }
@@ -65,11 +67,11 @@ absl::StatusOr<TensorRole> ParseTensorRole(absl::string_view name) {
 
 absl::StatusOr<DType> ParseDType(absl::string_view name) {
   static constexpr std::pair<absl::string_view, DType> kTable[] = {
-      {"f32", DType::kFloat32},     {"f16", DType::kFloat16},
-      {"bf16", DType::kBFloat16},   {"f64", DType::kFloat64},
-      {"i64", DType::kInt64},       {"i32", DType::kInt32},
-      {"i16", DType::kInt16},       {"i8", DType::kInt8},
-      {"u8", DType::kUInt8},        {"bool", DType::kBool},
+      {"f32", DType::kFloat32},       {"f16", DType::kFloat16},
+      {"bf16", DType::kBFloat16},     {"f64", DType::kFloat64},
+      {"i64", DType::kInt64},         {"i32", DType::kInt32},
+      {"i16", DType::kInt16},         {"i8", DType::kInt8},
+      {"u8", DType::kUInt8},          {"bool", DType::kBool},
       {"f8e4m3", DType::kFloat8E4M3}, {"f8e5m2", DType::kFloat8E5M2},
       {"c64", DType::kComplex64},
   };
@@ -92,18 +94,15 @@ absl::Status ParseSize(absl::string_view text, TensorSpec& spec) {
     return absl::InvalidArgumentError(
         absl::StrCat("bad shape '", text, "' for tensor '", spec.id, "'"));
   }
-  absl::StatusOr<DType> dtype = ParseDType(text.substr(0, bracket));
-  if (!dtype.ok()) return dtype.status();
-  spec.dtype = *dtype;
+  ASSIGN_OR_RETURN(spec.dtype, ParseDType(text.substr(0, bracket)));
   const absl::string_view dims =
       text.substr(bracket + 1, text.size() - bracket - 2);
   if (!dims.empty()) {
     for (absl::string_view dim : absl::StrSplit(dims, ',')) {
       int64_t value;
       if (!absl::SimpleAtoi(dim, &value)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("bad dimension '", dim, "' for tensor '", spec.id,
-                         "'"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            "bad dimension '", dim, "' for tensor '", spec.id, "'"));
       }
       spec.shape.push_back(value);
     }
@@ -128,15 +127,13 @@ absl::Status ParseTensorLine(const std::vector<absl::string_view>& words,
   }
   TensorSpec spec;
   spec.id = std::string(words[1]);
-  if (absl::Status s = ParseSize(words[2], spec); !s.ok()) return s;
+  RETURN_IF_ERROR(ParseSize(words[2], spec));
   for (size_t i = 3; i < words.size(); ++i) {
     if (words[i] == "output") {
       spec.is_output = true;
       continue;
     }
-    absl::StatusOr<TensorRole> role = ParseTensorRole(words[i]);
-    if (!role.ok()) return role.status();
-    spec.role = *role;
+    ASSIGN_OR_RETURN(spec.role, ParseTensorRole(words[i]));
     spec.role_set = true;
   }
   builder.AddTensor(std::move(spec));
@@ -154,6 +151,10 @@ absl::Status ParseOpOption(absl::string_view word, OpSpec& spec) {
   const absl::string_view value = word.substr(eq + 1);
   if (key == "cost") return ParseDouble(key, value, spec.relative_cost);
   if (key == "time") return ParseDouble(key, value, spec.measured_time_seconds);
+  if (key == "on") {
+    spec.measured_on = std::string(value);
+    return absl::OkStatus();
+  }
   if (key == "flops") return ParseDouble(key, value, spec.flops);
   if (key == "ws") {
     if (!absl::SimpleAtoi(value, &spec.workspace_bytes)) {
@@ -169,8 +170,8 @@ absl::Status ParseOpOption(absl::string_view word, OpSpec& spec) {
     spec.name = std::string(value);
     return absl::OkStatus();
   }
-  return absl::InvalidArgumentError(absl::StrCat("unknown op option '", word,
-                                                 "'"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown op option '", word, "'"));
 }
 
 absl::Status ParseOpLine(const std::vector<absl::string_view>& words,
@@ -181,12 +182,8 @@ absl::Status ParseOpLine(const std::vector<absl::string_view>& words,
   }
   OpSpec spec;
   spec.id = std::string(words[1]);
-  absl::StatusOr<Phase> phase = ParsePhase(words[2]);
-  if (!phase.ok()) return phase.status();
-  spec.phase = *phase;
-  absl::StatusOr<OpClass> op_class = ParseOpClass(words[3]);
-  if (!op_class.ok()) return op_class.status();
-  spec.op_class = *op_class;
+  ASSIGN_OR_RETURN(spec.phase, ParsePhase(words[2]));
+  ASSIGN_OR_RETURN(spec.op_class, ParseOpClass(words[3]));
   size_t i = 4;
   for (; i < words.size() && words[i] != "->"; ++i) {
     spec.input_ids.emplace_back(words[i]);
@@ -199,7 +196,7 @@ absl::Status ParseOpLine(const std::vector<absl::string_view>& words,
     const absl::string_view word = words[i];
     if (word.find('=') != absl::string_view::npos || word == "norecompute" ||
         word == "recompute") {
-      if (absl::Status s = ParseOpOption(word, spec); !s.ok()) return s;
+      RETURN_IF_ERROR(ParseOpOption(word, spec));
       continue;
     }
     const size_t colon = word.find(':');
@@ -209,9 +206,7 @@ absl::Status ParseOpLine(const std::vector<absl::string_view>& words,
     }
     TensorSpec tensor;
     tensor.id = std::string(word.substr(0, colon));
-    if (absl::Status s = ParseSize(word.substr(colon + 1), tensor); !s.ok()) {
-      return s;
-    }
+    RETURN_IF_ERROR(ParseSize(word.substr(colon + 1), tensor));
     spec.output_ids.push_back(tensor.id);
     builder.AddTensor(std::move(tensor));
   }
@@ -221,7 +216,7 @@ absl::Status ParseOpLine(const std::vector<absl::string_view>& words,
 
 }  // namespace
 
-absl::StatusOr<Graph> ParseTextGraph(absl::string_view text) {
+absl::StatusOr<GraphBuilder> ParseTextGraphSpecs(absl::string_view text) {
   GraphBuilder builder;
   std::vector<std::string> output_ids;
   int line_number = 0;
@@ -254,6 +249,11 @@ absl::StatusOr<Graph> ParseTextGraph(absl::string_view text) {
     }
   }
   builder.MarkOutputs(std::move(output_ids));
+  return builder;
+}
+
+absl::StatusOr<Graph> ParseTextGraph(absl::string_view text) {
+  ASSIGN_OR_RETURN(GraphBuilder builder, ParseTextGraphSpecs(text));
   return std::move(builder).Build();
 }
 

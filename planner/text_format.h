@@ -12,20 +12,22 @@
 // reduction, norm, softmax, data_movement, random, collective, other,
 // embedding), inputs, "->", outputs (an existing id, or id:size to declare
 // an activation), then key=value options: cost (relative), time (seconds),
-// flops, ws (workspace bytes), type (framework op type), name; and the flags
+// on (where time was measured, e.g. on=h100-80gb), flops, ws (workspace
+// bytes), type (framework op type), name; and the flags
 // norecompute / recompute. Roles: input, parameter, optimizer_state,
 // gradient, activation; "output" after the role marks a graph output.
 #ifndef ECHO_PLANNER_TEXT_FORMAT_H_
 #define ECHO_PLANNER_TEXT_FORMAT_H_
 
-#include "absl/strings/string_view.h"
-
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "planner/graph.h"
 
 namespace echo::planner {
 
 absl::StatusOr<Graph> ParseTextGraph(absl::string_view text);
+// The declarations only: syntax errors, no graph validation (Build does it).
+absl::StatusOr<GraphBuilder> ParseTextGraphSpecs(absl::string_view text);
 
 absl::StatusOr<OpClass> ParseOpClass(absl::string_view name);
 absl::StatusOr<Phase> ParsePhase(absl::string_view name);

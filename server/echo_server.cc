@@ -14,6 +14,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
+#include "planner/status_macros.h"
 #include "spdlog/spdlog.h"
 
 namespace echo::server {
@@ -37,12 +38,10 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> TcpCredentials(
         "--tls_cert_file and --tls_key_file must be given together");
   }
   if (options.tls_cert_file.empty()) return grpc::InsecureServerCredentials();
-  absl::StatusOr<std::string> cert = ReadFile(options.tls_cert_file);
-  if (!cert.ok()) return cert.status();
-  absl::StatusOr<std::string> key = ReadFile(options.tls_key_file);
-  if (!key.ok()) return key.status();
+  ASSIGN_OR_RETURN(std::string cert, ReadFile(options.tls_cert_file));
+  ASSIGN_OR_RETURN(std::string key, ReadFile(options.tls_key_file));
   grpc::SslServerCredentialsOptions ssl;
-  ssl.pem_key_cert_pairs.push_back({*key, *cert});
+  ssl.pem_key_cert_pairs.push_back({key, cert});
   return grpc::SslServerCredentials(ssl);
 }
 
@@ -76,16 +75,15 @@ absl::StatusOr<std::unique_ptr<EchoServer>> EchoServer::Start(
     }
     server->exposer_->RegisterCollectable(server->registry_);
     const std::vector<int> ports = server->exposer_->GetListeningPorts();
-    const std::string host = options.metrics_address.substr(
-        0, options.metrics_address.rfind(':'));
+    const std::string host =
+        options.metrics_address.substr(0, options.metrics_address.rfind(':'));
     server->metrics_endpoint_ =
         absl::StrCat(host, ":", ports.empty() ? 0 : ports.front());
   }
 
-  absl::StatusOr<std::unique_ptr<NodeProfiler>> profiler =
-      NodeProfiler::Create(options.profiler, server->registry_.get());
-  if (!profiler.ok()) return profiler.status();
-  server->profiler_ = *std::move(profiler);
+  ASSIGN_OR_RETURN(
+      server->profiler_,
+      NodeProfiler::Create(options.profiler, server->registry_.get()));
   spdlog::info("GPU: {}; profiling {}; profile cache: {} entries in {}",
                server->profiler_->discovery().status,
                options.profiler.enable_profiling ? "enabled" : "disabled",
@@ -93,7 +91,8 @@ absl::StatusOr<std::unique_ptr<EchoServer>> EchoServer::Start(
                options.profiler.cache_dir.empty() ? "(memory only)"
                                                   : options.profiler.cache_dir);
   server->service_ = std::make_unique<PlannerService>(
-      PlannerServiceOptions{options.max_concurrent_requests},
+      PlannerServiceOptions{options.max_concurrent_requests,
+                            options.worker_threads, options.heavy_graph_ops},
       server->metrics_.get(), server->profiler_.get());
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -101,10 +100,9 @@ absl::StatusOr<std::unique_ptr<EchoServer>> EchoServer::Start(
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_request_bytes));
   builder.SetMaxSendMessageSize(std::numeric_limits<int>::max());
   if (!options.grpc_address.empty()) {
-    absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
-        TcpCredentials(options);
-    if (!credentials.ok()) return credentials.status();
-    builder.AddListeningPort(options.grpc_address, *credentials,
+    ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                     TcpCredentials(options));
+    builder.AddListeningPort(options.grpc_address, credentials,
                              &server->grpc_port_);
   }
   if (!options.unix_socket.empty()) {
@@ -136,15 +134,15 @@ absl::StatusOr<std::unique_ptr<EchoServer>> EchoServer::Start(
 void EchoServer::Drain() {
   if (drained_ || server_ == nullptr) return;
   drained_ = true;
-  spdlog::info("draining: health NOT_SERVING, finishing in-flight requests "
-               "(up to {:.1f} s)",
-               options_.drain_timeout_seconds);
+  spdlog::info(
+      "draining: health NOT_SERVING, finishing in-flight requests "
+      "(up to {:.1f} s)",
+      options_.drain_timeout_seconds);
   server_->GetHealthCheckService()->SetServingStatus(false);
   service_->StartDraining();
-  const auto deadline =
-      std::chrono::system_clock::now() +
-      std::chrono::milliseconds(
-          static_cast<int64_t>(options_.drain_timeout_seconds * 1000));
+  const auto deadline = std::chrono::system_clock::now() +
+                        std::chrono::milliseconds(static_cast<int64_t>(
+                            options_.drain_timeout_seconds * 1000));
   server_->Shutdown(deadline);
   if (!options_.unix_socket.empty()) ::unlink(options_.unix_socket.c_str());
 }

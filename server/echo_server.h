@@ -17,10 +17,13 @@ namespace echo::server {
 
 struct ServerOptions {
   std::string grpc_address = "127.0.0.1:50051";
-  std::string unix_socket;  // empty: none
+  std::string unix_socket;                         // empty: none
   std::string metrics_address = "127.0.0.1:9464";  // empty: no endpoint
-  int64_t max_request_bytes = 64 << 20;
-  int max_concurrent_requests = 64;
+  int64_t max_request_bytes = kDefaultMaxRequestBytes;
+  int max_concurrent_requests = kDefaultMaxConcurrentRequests;
+  // The worker pool for heavy requests (PlannerServiceOptions).
+  int worker_threads = 0;
+  int heavy_graph_ops = kDefaultHeavyGraphOps;
   std::string tls_cert_file;
   std::string tls_key_file;
   double drain_timeout_seconds = 10;

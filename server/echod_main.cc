@@ -21,9 +21,10 @@ ABSL_FLAG(std::string, unix_socket, "",
           "path of a Unix socket for node-local clients (empty: off)");
 ABSL_FLAG(std::string, metrics_address, "127.0.0.1:9464",
           "host:port for Prometheus /metrics (empty: off)");
-ABSL_FLAG(int64_t, max_request_bytes, 64 << 20,
+ABSL_FLAG(int64_t, max_request_bytes, echo::server::kDefaultMaxRequestBytes,
           "largest request accepted; larger ones get RESOURCE_EXHAUSTED");
-ABSL_FLAG(int32_t, max_concurrent_requests, 64,
+ABSL_FLAG(int32_t, max_concurrent_requests,
+          echo::server::kDefaultMaxConcurrentRequests,
           "requests in flight beyond this get RESOURCE_EXHAUSTED");
 ABSL_FLAG(std::string, tls_cert_file, "",
           "PEM certificate for TLS on the TCP port (with --tls_key_file)");
@@ -43,10 +44,18 @@ namespace {
 
 // Flags this binary reads from ECHO_* variables.
 constexpr const char* kEnvFlags[] = {
-    "grpc_address",     "unix_socket",       "metrics_address",
-    "max_request_bytes", "max_concurrent_requests", "tls_cert_file",
-    "tls_key_file",     "drain_timeout_seconds", "log_level",
-    "enable_profiling", "profile_cache_dir", "profile_memory_fraction",
+    "grpc_address",
+    "unix_socket",
+    "metrics_address",
+    "max_request_bytes",
+    "max_concurrent_requests",
+    "tls_cert_file",
+    "tls_key_file",
+    "drain_timeout_seconds",
+    "log_level",
+    "enable_profiling",
+    "profile_cache_dir",
+    "profile_memory_fraction",
 };
 
 // Applies ECHO_* variables before the command line is parsed, so that the
@@ -114,13 +123,16 @@ int main(int argc, char** argv) {
   options.unix_socket = absl::GetFlag(FLAGS_unix_socket);
   options.metrics_address = absl::GetFlag(FLAGS_metrics_address);
   options.max_request_bytes = absl::GetFlag(FLAGS_max_request_bytes);
-  options.max_concurrent_requests = absl::GetFlag(FLAGS_max_concurrent_requests);
+  options.max_concurrent_requests =
+      absl::GetFlag(FLAGS_max_concurrent_requests);
   options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert_file);
   options.tls_key_file = absl::GetFlag(FLAGS_tls_key_file);
   options.drain_timeout_seconds = absl::GetFlag(FLAGS_drain_timeout_seconds);
   options.profiler.enable_profiling = absl::GetFlag(FLAGS_enable_profiling);
-  options.profiler.memory_fraction = absl::GetFlag(FLAGS_profile_memory_fraction);
-  options.profiler.cache_dir = DefaultCacheDir(absl::GetFlag(FLAGS_profile_cache_dir));
+  options.profiler.memory_fraction =
+      absl::GetFlag(FLAGS_profile_memory_fraction);
+  options.profiler.cache_dir =
+      DefaultCacheDir(absl::GetFlag(FLAGS_profile_cache_dir));
 
   absl::StatusOr<std::unique_ptr<echo::server::EchoServer>> server =
       echo::server::EchoServer::Start(options);
@@ -128,19 +140,18 @@ int main(int argc, char** argv) {
     spdlog::error("cannot start: {}", server.status().ToString());
     return 1;
   }
-  spdlog::info("serving echo.v1.MemoryPlanner on {}{}{} (TLS {}); metrics {}",
-               options.grpc_address.empty()
-                   ? std::string("(no TCP)")
-                   : absl::StrCat(options.grpc_address.substr(
-                                      0, options.grpc_address.rfind(':')),
-                                  ":", (*server)->grpc_port()),
-               options.unix_socket.empty() ? "" : " and unix:",
-               options.unix_socket,
-               options.tls_cert_file.empty() ? "off" : "on",
-               (*server)->metrics_endpoint().empty()
-                   ? std::string("off")
-                   : absl::StrCat("http://", (*server)->metrics_endpoint(),
-                                  "/metrics"));
+  spdlog::info(
+      "serving echo.v1.MemoryPlanner on {}{}{} (TLS {}); metrics {}",
+      options.grpc_address.empty()
+          ? std::string("(no TCP)")
+          : absl::StrCat(
+                options.grpc_address.substr(0, options.grpc_address.rfind(':')),
+                ":", (*server)->grpc_port()),
+      options.unix_socket.empty() ? "" : " and unix:", options.unix_socket,
+      options.tls_cert_file.empty() ? "off" : "on",
+      (*server)->metrics_endpoint().empty()
+          ? std::string("off")
+          : absl::StrCat("http://", (*server)->metrics_endpoint(), "/metrics"));
 
   std::thread signal_thread([&] {
     int signal = 0;

@@ -16,8 +16,8 @@ prometheus::Histogram::BucketBoundaries ExponentialBuckets(double start,
 }
 
 const prometheus::Histogram::BucketBoundaries& LatencyBuckets() {
-  static const auto* buckets =
-      new prometheus::Histogram::BucketBoundaries(ExponentialBuckets(1e-4, 2.5, 14));
+  static const auto* buckets = new prometheus::Histogram::BucketBoundaries(
+      ExponentialBuckets(1e-4, 2.5, 14));
   return *buckets;
 }
 
@@ -92,8 +92,9 @@ void ServerMetrics::RecordPlan(const std::string& policy,
                                double overhead_ratio, double solve_seconds) {
   plans_.Add({{"policy", policy}, {"outcome", outcome}}).Increment();
   if (outcome == "error") return;
-  static const auto* ratio_buckets = new prometheus::Histogram::BucketBoundaries(
-      {0, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 1});
+  static const auto* ratio_buckets =
+      new prometheus::Histogram::BucketBoundaries(
+          {0, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 1});
   plan_bytes_saved_.Add({{"policy", policy}}, ByteBuckets())
       .Observe(static_cast<double>(bytes_saved));
   bytes_saved_total_.Add({{"policy", policy}})

@@ -1,14 +1,19 @@
 #include "server/planner_service.h"
 
+#include <algorithm>
 #include <chrono>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "adapter/device_convert.h"
+#include "adapter/graph_convert.h"
+#include "adapter/plan_convert.h"
+#include "adapter/profile_convert.h"
 #include "planner/memory_simulator.h"
+#include "planner/recompute/fit_check.h"
 #include "planner/recompute/recompute_planner.h"
-#include "server/adapter/device_convert.h"
-#include "server/adapter/graph_convert.h"
-#include "server/adapter/plan_convert.h"
+#include "planner/status_macros.h"
 #include "server/status_map.h"
 #include "spdlog/spdlog.h"
 
@@ -20,9 +25,6 @@ namespace echo::server {
 
 namespace {
 
-// Budget used by CheckFit when the request gives none.
-constexpr double kDefaultFitOverheadRatio = 0.05;
-
 bool NamesDevice(const v1::DeviceSpec& device) {
   return !device.name().empty() || device.memory_bytes() != 0 ||
          device.peak_flops_size() > 0 ||
@@ -33,27 +35,57 @@ bool NamesDevice(const v1::DeviceSpec& device) {
 
 PlannerService::PlannerService(PlannerServiceOptions options,
                                ServerMetrics* metrics, NodeProfiler* profiler)
-    : options_(options), metrics_(metrics), profiler_(profiler) {}
+    : options_(options), metrics_(metrics), profiler_(profiler) {
+  int threads = options_.worker_threads;
+  if (threads <= 0) {
+    threads =
+        std::max(2, static_cast<int>(std::thread::hardware_concurrency()));
+  }
+  // Admission control already bounds the calls in flight; the queue bound
+  // only makes that explicit.
+  workers_ = std::make_unique<WorkerPool>(
+      threads,
+      static_cast<size_t>(std::max(1, options_.max_concurrent_requests)));
+}
 
 grpc::ServerUnaryReactor* PlannerService::Serve(
-    grpc::CallbackServerContext* context, const char* method,
-    const std::function<absl::Status()>& handler) {
+    grpc::CallbackServerContext* context, const char* method, bool heavy,
+    std::function<absl::Status()> handler) {
   const auto start = std::chrono::steady_clock::now();
-  absl::Status status;
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   const int in_flight = in_flight_.fetch_add(1) + 1;
   if (draining_) {
-    status = absl::UnavailableError("echod is draining; retry on another node");
+    Complete(
+        context, reactor, method, start,
+        absl::UnavailableError("echod is draining; retry on another node"));
   } else if (in_flight > options_.max_concurrent_requests) {
-    status = absl::ResourceExhaustedError(absl::StrCat(
-        "echod is overloaded: ", in_flight - 1, " requests in flight (max ",
-        options_.max_concurrent_requests, "); retry with backoff"));
-  } else {
-    status = handler();
+    Complete(
+        context, reactor, method, start,
+        absl::ResourceExhaustedError(absl::StrCat(
+            "echod is overloaded: ", in_flight - 1, " requests in flight (max ",
+            options_.max_concurrent_requests, "); retry with backoff")));
+  } else if (!heavy) {
+    Complete(context, reactor, method, start, handler());
+  } else if (!workers_->TrySubmit([this, context, reactor, method, start,
+                                   handler = std::move(handler)] {
+               Complete(context, reactor, method, start, handler());
+             })) {
+    Complete(context, reactor, method, start,
+             absl::ResourceExhaustedError(
+                 "echod's worker queue is full; retry with backoff"));
   }
+  return reactor;
+}
+
+void PlannerService::Complete(grpc::CallbackServerContext* context,
+                              grpc::ServerUnaryReactor* reactor,
+                              const char* method,
+                              std::chrono::steady_clock::time_point start,
+                              const absl::Status& status) {
   in_flight_.fetch_sub(1);
-  const double seconds = std::chrono::duration<double>(
-                             std::chrono::steady_clock::now() - start)
-                             .count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   const grpc::Status grpc_status = ToGrpcStatus(status);
   if (metrics_ != nullptr) {
     metrics_->RecordRequest(method, grpc_status.error_code(), seconds);
@@ -65,189 +97,160 @@ grpc::ServerUnaryReactor* PlannerService::Serve(
     spdlog::warn("{} from {}: {} in {:.3f} ms", method, context->peer(),
                  status.ToString(), seconds * 1e3);
   }
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(grpc_status);
-  return reactor;
 }
 
 absl::StatusOr<PlannerService::CostedGraph> PlannerService::PrepareGraph(
     const char* method, const v1::Graph& proto, const v1::DeviceSpec* device) {
-  absl::StatusOr<planner::Graph> graph = adapter::GraphFromProto(proto);
-  if (!graph.ok()) return graph.status();
-  if (metrics_ != nullptr) metrics_->RecordGraphOps(method, graph->num_ops());
+  ASSIGN_OR_RETURN(planner::Graph graph, adapter::GraphFromProto(proto));
+  if (metrics_ != nullptr) metrics_->RecordGraphOps(method, graph.num_ops());
   std::optional<planner::DeviceSpec> resolved;
   if (device != nullptr && NamesDevice(*device)) {
-    absl::StatusOr<planner::DeviceSpec> spec = adapter::ResolveDevice(*device);
-    if (!spec.ok()) return spec.status();
-    resolved = *std::move(spec);
+    ASSIGN_OR_RETURN(resolved, adapter::ResolveDevice(*device));
   }
   const planner::DeviceSpec* device_ptr = resolved ? &*resolved : nullptr;
   const planner::ProfiledTimes* profiled =
       profiler_ != nullptr ? profiler_->TimesFor(device_ptr) : nullptr;
-  absl::StatusOr<planner::CostTable> costs =
-      planner::EstimateOpCosts(*graph, device_ptr, profiled);
-  if (!costs.ok()) return costs.status();
-  return CostedGraph{*std::move(graph), std::move(resolved),
-                     *std::move(costs)};
+  ASSIGN_OR_RETURN(planner::CostTable costs,
+                   planner::EstimateOpCosts(graph, device_ptr, profiled));
+  return CostedGraph{std::move(graph), std::move(resolved), std::move(costs)};
 }
 
 grpc::ServerUnaryReactor* PlannerService::EstimateMemory(
     grpc::CallbackServerContext* context,
     const v1::EstimateMemoryRequest* request,
     v1::EstimateMemoryResponse* response) {
-  return Serve(context, "EstimateMemory", [&]() -> absl::Status {
-    absl::StatusOr<CostedGraph> costed =
-        PrepareGraph("EstimateMemory", request->graph(), &request->device());
-    if (!costed.ok()) return costed.status();
-    absl::StatusOr<planner::MemoryModelOptions> memory =
-        adapter::MemoryModelFromProto(request->allocator());
-    if (!memory.ok()) return memory.status();
-    if (request->max_live_tensors() < -1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "max_live_tensors must be >= -1, got ", request->max_live_tensors()));
-    }
-    const planner::SimulationResult result =
-        planner::SimulatePlain(costed->graph, *memory);
-    const int max_live =
-        request->max_live_tensors() == 0 ? 20 : request->max_live_tensors();
-    adapter::FillEstimate(costed->graph, result, max_live, response);
-    if (costed->device && costed->costs.unit == planner::kSecondsUnit) {
-      response->set_compute_time_seconds(costed->costs.TotalCost());
-    }
-    adapter::CostSourceSummaryToProto(costed->costs.Summary(),
-                                      response->mutable_cost_sources());
-    if (metrics_ != nullptr) metrics_->RecordEstimatedPeak(result.peak_bytes);
-    return absl::OkStatus();
-  });
+  return Serve(
+      context, "EstimateMemory", /*heavy=*/false,
+      [this, request, response]() -> absl::Status {
+        ASSIGN_OR_RETURN(CostedGraph costed,
+                         PrepareGraph("EstimateMemory", request->graph(),
+                                      &request->device()));
+        ASSIGN_OR_RETURN(planner::MemoryModelOptions memory,
+                         adapter::MemoryModelFromProto(request->allocator()));
+        if (request->max_live_tensors() < -1) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("max_live_tensors must be >= -1, got ",
+                           request->max_live_tensors()));
+        }
+        const planner::SimulationResult result =
+            planner::SimulatePlain(costed.graph, memory);
+        const int max_live =
+            request->max_live_tensors() == 0 ? 20 : request->max_live_tensors();
+        adapter::FillEstimate(costed.graph, result, max_live, response);
+        if (costed.device && costed.costs.unit == planner::kSecondsUnit) {
+          response->set_compute_time_seconds(costed.costs.TotalCost());
+        }
+        adapter::CostSourceSummaryToProto(costed.costs.Summary(),
+                                          response->mutable_cost_sources());
+        if (metrics_ != nullptr)
+          metrics_->RecordEstimatedPeak(result.peak_bytes);
+        return absl::OkStatus();
+      });
 }
 
 grpc::ServerUnaryReactor* PlannerService::GenerateRecomputePlan(
     grpc::CallbackServerContext* context,
     const v1::GenerateRecomputePlanRequest* request,
     v1::GenerateRecomputePlanResponse* response) {
-  return Serve(context, "GenerateRecomputePlan", [&]() -> absl::Status {
-    absl::StatusOr<planner::RecomputePlanOptions> options =
-        adapter::PlanOptionsFromProto(*request);
-    if (!options.ok()) return options.status();
-    const std::string policy(planner::RecomputePolicyName(options->policy));
-    absl::StatusOr<CostedGraph> costed = PrepareGraph(
-        "GenerateRecomputePlan", request->graph(), &request->device());
-    absl::StatusOr<planner::RecomputePlan> plan =
-        costed.ok() ? planner::GenerateRecomputePlan(
-                          costed->graph, costed->costs.Costs(), *options)
-                    : absl::StatusOr<planner::RecomputePlan>(costed.status());
-    if (!plan.ok()) {
-      if (metrics_ != nullptr) metrics_->RecordPlan(policy, "error", 0, 0, 0);
-      return plan.status();
-    }
-    adapter::FillPlanResponse(costed->graph, *plan, options->policy, response);
-    response->set_cost_unit(costed->costs.unit);
-    adapter::CostSourceSummaryToProto(costed->costs.Summary(),
-                                      response->mutable_cost_sources());
-    if (metrics_ != nullptr) {
-      metrics_->RecordPlan(policy, plan->feasible ? "feasible" : "infeasible",
-                           plan->baseline_peak_bytes - plan->planned_peak_bytes,
-                           plan->recompute_overhead_ratio,
-                           plan->solve_time_seconds);
-    }
-    return absl::OkStatus();
-  });
+  const bool heavy = request->policy() == v1::RECOMPUTE_POLICY_OPTIMAL ||
+                     IsHeavy(request->graph());
+  return Serve(
+      context, "GenerateRecomputePlan", heavy,
+      [this, request, response]() -> absl::Status {
+        ASSIGN_OR_RETURN(planner::RecomputePlanOptions options,
+                         adapter::PlanOptionsFromProto(*request));
+        const std::string policy(planner::RecomputePolicyName(options.policy));
+        absl::StatusOr<CostedGraph> costed = PrepareGraph(
+            "GenerateRecomputePlan", request->graph(), &request->device());
+        absl::StatusOr<planner::RecomputePlan> plan =
+            costed.ok()
+                ? planner::GenerateRecomputePlan(costed->graph,
+                                                 costed->costs.Costs(), options)
+                : absl::StatusOr<planner::RecomputePlan>(costed.status());
+        if (!plan.ok()) {
+          if (metrics_ != nullptr)
+            metrics_->RecordPlan(policy, "error", 0, 0, 0);
+          return plan.status();
+        }
+        adapter::FillPlanResponse(costed->graph, *plan, options.policy,
+                                  response);
+        response->set_cost_unit(costed->costs.unit);
+        adapter::CostSourceSummaryToProto(costed->costs.Summary(),
+                                          response->mutable_cost_sources());
+        if (metrics_ != nullptr) {
+          metrics_->RecordPlan(
+              policy, plan->feasible ? "feasible" : "infeasible",
+              plan->baseline_peak_bytes - plan->planned_peak_bytes,
+              plan->recompute_overhead_ratio, plan->solve_time_seconds);
+        }
+        return absl::OkStatus();
+      });
 }
 
 grpc::ServerUnaryReactor* PlannerService::CheckFit(
     grpc::CallbackServerContext* context, const v1::CheckFitRequest* request,
     v1::CheckFitResponse* response) {
-  return Serve(context, "CheckFit", [&]() -> absl::Status {
-    if (!NamesDevice(request->device())) {
-      return absl::InvalidArgumentError(
-          "CheckFit needs a device (a catalog name or a full spec)");
-    }
-    const double ratio = request->max_overhead_ratio() == 0
-                             ? kDefaultFitOverheadRatio
-                             : request->max_overhead_ratio();
-    if (!(ratio >= 0) || request->reserved_bytes() < 0) {
-      return absl::InvalidArgumentError(
-          "max_overhead_ratio and reserved_bytes must be >= 0");
-    }
-    absl::StatusOr<planner::MemoryModelOptions> memory =
-        adapter::MemoryModelFromProto(request->allocator());
-    if (!memory.ok()) return memory.status();
-    absl::StatusOr<CostedGraph> costed =
-        PrepareGraph("CheckFit", request->graph(), &request->device());
-    if (!costed.ok()) return costed.status();
-    const int64_t capacity =
-        costed->device->memory_bytes - request->reserved_bytes();
-    response->set_device_memory_bytes(costed->device->memory_bytes);
-    const int64_t baseline =
-        planner::SimulatePlain(costed->graph, *memory).peak_bytes;
-    response->set_baseline_peak_bytes(baseline);
-    response->set_planned_peak_bytes(baseline);
-    if (baseline <= capacity) {
-      response->set_fits(true);
-      response->set_fits_without_recompute(true);
-      response->set_message(absl::StrFormat(
-          "fits without recomputation: peak %d of %d usable bytes", baseline,
-          capacity));
-      return absl::OkStatus();
-    }
-    planner::RecomputePlanOptions options;
-    options.memory = *memory;
-    options.memory_limit_bytes = std::max<int64_t>(capacity, 1);
-    absl::StatusOr<planner::RecomputePlan> plan = planner::GenerateRecomputePlan(
-        costed->graph, costed->costs.Costs(), options);
-    if (!plan.ok()) return plan.status();
-    response->set_planned_peak_bytes(plan->planned_peak_bytes);
-    response->set_recompute_overhead_ratio(plan->recompute_overhead_ratio);
-    const bool fits = plan->feasible && plan->planned_peak_bytes <= capacity &&
-                      plan->recompute_overhead_ratio <= ratio;
-    response->set_fits(fits);
-    response->set_message(
-        fits ? absl::StrFormat("fits with recomputation: peak %d -> %d of %d "
-                               "usable bytes at %.2f%% extra compute",
-                               baseline, plan->planned_peak_bytes, capacity,
-                               100 * plan->recompute_overhead_ratio)
-        : plan->feasible
-            ? absl::StrFormat("fits only at %.2f%% extra compute, above the "
-                              "%.2f%% budget (peak %d -> %d of %d bytes)",
-                              100 * plan->recompute_overhead_ratio,
-                              100 * ratio, baseline, plan->planned_peak_bytes,
-                              capacity)
-            : absl::StrFormat("does not fit even with maximal recomputation: "
-                              "best peak %d, lower bound %d, usable %d bytes",
-                              plan->planned_peak_bytes,
-                              plan->peak_lower_bound_bytes, capacity));
-    return absl::OkStatus();
-  });
+  return Serve(
+      context, "CheckFit", IsHeavy(request->graph()),
+      [this, request, response]() -> absl::Status {
+        if (!NamesDevice(request->device())) {
+          return absl::InvalidArgumentError(
+              "CheckFit needs a device (a catalog name or a full spec)");
+        }
+        ASSIGN_OR_RETURN(planner::FitOptions options,
+                         adapter::FitOptionsFromProto(*request));
+        ASSIGN_OR_RETURN(
+            CostedGraph costed,
+            PrepareGraph("CheckFit", request->graph(), &request->device()));
+        options.device_memory_bytes = costed.device->memory_bytes;
+        ASSIGN_OR_RETURN(
+            const planner::FitResult fit,
+            planner::CheckFit(costed.graph, costed.costs.Costs(), options));
+        response->set_device_memory_bytes(options.device_memory_bytes);
+        adapter::FillFitResponse(fit, response);
+        return absl::OkStatus();
+      });
 }
 
 grpc::ServerUnaryReactor* PlannerService::ProfileOps(
     grpc::CallbackServerContext* context, const v1::ProfileOpsRequest* request,
     v1::ProfileOpsResponse* response) {
-  return Serve(context, "ProfileOps", [&]() -> absl::Status {
-    absl::StatusOr<planner::Graph> graph =
-        adapter::GraphFromProto(request->graph());
-    if (!graph.ok()) return graph.status();
-    std::vector<planner::OpIndex> ops;
-    for (const std::string& id : request->op_ids()) {
-      const planner::OpIndex op = graph->FindOp(id);
-      if (op < 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("op_ids names unknown op '", id, "'"));
-      }
-      ops.push_back(op);
-    }
-    return profiler_->ProfileOps(*graph, ops, request->force(), response);
-  });
+  return Serve(
+      context, "ProfileOps", /*heavy=*/true,
+      [this, request, response]() -> absl::Status {
+        ASSIGN_OR_RETURN(planner::Graph graph,
+                         adapter::GraphFromProto(request->graph()));
+        std::vector<planner::OpIndex> ops;
+        for (const std::string& id : request->op_ids()) {
+          const planner::OpIndex op = graph.FindOp(id);
+          if (op < 0) {
+            return absl::InvalidArgumentError(
+                absl::StrCat("op_ids names unknown op '", id, "'"));
+          }
+          ops.push_back(op);
+        }
+        if (profiler_ == nullptr) {
+          return absl::FailedPreconditionError("this echod has no profiler");
+        }
+        ASSIGN_OR_RETURN(planner::ProfileReport report,
+                         profiler_->ProfileOps(graph, ops, request->force()));
+        adapter::ProfileReportToProto(report, response);
+        return absl::OkStatus();
+      });
 }
 
 grpc::ServerUnaryReactor* PlannerService::GetNodeInfo(
     grpc::CallbackServerContext* context, const v1::GetNodeInfoRequest*,
     v1::GetNodeInfoResponse* response) {
-  return Serve(context, "GetNodeInfo", [&]() -> absl::Status {
-    profiler_->FillNodeInfo(response);
-    response->set_server_version(ECHO_VERSION);
-    return absl::OkStatus();
-  });
+  return Serve(context, "GetNodeInfo", /*heavy=*/false,
+               [this, response]() -> absl::Status {
+                 if (profiler_ != nullptr) {
+                   adapter::NodeReportToProto(profiler_->NodeInfo(), response);
+                 }
+                 response->set_server_version(ECHO_VERSION);
+                 return absl::OkStatus();
+               });
 }
 
 }  // namespace echo::server

@@ -1,12 +1,15 @@
-// echo.v1.MemoryPlanner over the gRPC callback API. Each handler adapts the
-// request to the planner IR, runs the planner, and adapts the result back;
-// every error leaves through ToGrpcStatus.
+// echo.v1.MemoryPlanner over the gRPC callback API. Each handler converts
+// the request to the planner IR with the adapter, runs the planner (or the
+// profiler), and fills the response with the adapter; every error leaves
+// through ToGrpcStatus.
 #ifndef ECHO_SERVER_PLANNER_SERVICE_H_
 #define ECHO_SERVER_PLANNER_SERVICE_H_
 
 #include <atomic>
+#include <chrono>
+#include <cstdint>
 #include <functional>
-
+#include <memory>
 #include <optional>
 
 #include "absl/status/status.h"
@@ -16,12 +19,26 @@
 #include "planner/graph.h"
 #include "server/metrics.h"
 #include "server/profiler/node_profiler.h"
+#include "server/worker_pool.h"
 
 namespace echo::server {
 
+// The server's defaults, used by PlannerServiceOptions, ServerOptions and
+// echod's flags.
+inline constexpr int kDefaultMaxConcurrentRequests = 64;
+inline constexpr int64_t kDefaultMaxRequestBytes = int64_t{64} << 20;
+
+// Graphs with at least this many ops are planned on the worker pool.
+inline constexpr int kDefaultHeavyGraphOps = 1000;
+
 struct PlannerServiceOptions {
   // Requests beyond this many in flight get RESOURCE_EXHAUSTED.
-  int max_concurrent_requests = 64;
+  int max_concurrent_requests = kDefaultMaxConcurrentRequests;
+  // Threads of the worker pool that runs heavy requests (profiling,
+  // OPTIMAL, plans and fit checks of graphs of heavy_graph_ops or more);
+  // 0: the machine's hardware threads, at least 2.
+  int worker_threads = 0;
+  int heavy_graph_ops = kDefaultHeavyGraphOps;
 };
 
 class PlannerService final : public v1::MemoryPlanner::CallbackService {
@@ -66,16 +83,30 @@ class PlannerService final : public v1::MemoryPlanner::CallbackService {
                                            const v1::Graph& graph,
                                            const v1::DeviceSpec* device);
 
-  // Admission control, timing, metrics and logging around one handler.
+  // Admission control, timing, metrics and logging around one handler,
+  // which runs on the worker pool when `heavy`, else on the calling gRPC
+  // thread. The handler may run after Serve returns: it must capture the
+  // request and response pointers by value, not the caller's locals.
   grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* context,
-                                  const char* method,
-                                  const std::function<absl::Status()>& handler);
+                                  const char* method, bool heavy,
+                                  std::function<absl::Status()> handler);
+  // Ends a served call: in-flight count, metrics, log, Finish.
+  void Complete(grpc::CallbackServerContext* context,
+                grpc::ServerUnaryReactor* reactor, const char* method,
+                std::chrono::steady_clock::time_point start,
+                const absl::Status& status);
+  bool IsHeavy(const v1::Graph& graph) const {
+    return graph.ops_size() >= options_.heavy_graph_ops;
+  }
 
   PlannerServiceOptions options_;
   ServerMetrics* metrics_;
   NodeProfiler* profiler_;
   std::atomic<int> in_flight_{0};
   std::atomic<bool> draining_{false};
+  // Declared last: destroyed first, finishing what it has queued while the
+  // members its tasks use are still alive.
+  std::unique_ptr<WorkerPool> workers_;
 };
 
 }  // namespace echo::server

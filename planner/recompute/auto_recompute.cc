@@ -47,10 +47,8 @@ void AssignWithinBudget(const RematProblem& problem, const RematPlan& plan,
 
 absl::StatusOr<std::vector<RematPlan>> AutoRecompute::Run(
     const RematProblem& problem) {
-  report_ = Report{};
   RematSearch search(problem, options_.max_depth);
   RematState& state = search.state();
-  report_.baseline_peak_bytes = state.Peak();
   std::vector<RematPlan> candidates;
   std::vector<RematPlan> starts = {
       RematPlan{RematSet(problem.num_ops(), 0), {}}};
@@ -110,13 +108,6 @@ absl::StatusOr<std::vector<RematPlan>> AutoRecompute::Run(
       candidates.push_back(state.plan());
     }
   }
-  report_.candidates = static_cast<int32_t>(candidates.size());
-  report_.scans = search.stats().scans;
-  report_.greedy_moves = search.stats().greedy_moves;
-  report_.evaluations = search.stats().evaluations;
-  report_.local_search_improvements = search.stats().local_search_improvements;
-  report_.best_peak_bytes = state.Peak();
-  report_.best_cost = state.cost();
   return candidates;
 }
 

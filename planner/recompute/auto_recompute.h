@@ -35,41 +35,33 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "planner/recompute/plan.h"
 #include "planner/recompute/remat_problem.h"
 
 namespace echo::planner {
 
 class AutoRecompute {
  public:
+  // Resolved by the AUTO pass (recompute_passes.cc) from
+  // RecomputePlanOptions, whose defaults these are.
   struct Options {
     // Exactly one mode: a memory limit, or an overhead budget.
     std::optional<int64_t> memory_limit_bytes;
-    double max_overhead_ratio = 0.05;
-    int32_t max_depth = 16;
+    double max_overhead_ratio = kDefaultMaxOverheadRatio;
+    int32_t max_depth = kDefaultMaxRecomputeDepth;
     // 0: greedy + cleanup; 1: + local search (bounded work); 2: more.
     int effort = 1;
     // Plans to start from as well (e.g. ECHO's and CHEN_SQRT's).
     std::vector<RematPlan> seeds;
   };
-  struct Report {
-    int64_t baseline_peak_bytes = 0;  // model peaks
-    int64_t best_peak_bytes = 0;
-    double best_cost = 0;
-    int32_t scans = 0;
-    int32_t greedy_moves = 0;
-    int32_t evaluations = 0;
-    int32_t local_search_improvements = 0;
-    int32_t candidates = 0;
-  };
 
   explicit AutoRecompute(Options options) : options_(std::move(options)) {}
-  // Candidate remat sets, best first by the model; the caller replays them.
+  // Candidate remat plans, in the order they were found (the seeds first);
+  // the caller replays them all and keeps the best.
   absl::StatusOr<std::vector<RematPlan>> Run(const RematProblem& problem);
-  const Report& report() const { return report_; }
 
  private:
   Options options_;
-  Report report_;
 };
 
 }  // namespace echo::planner

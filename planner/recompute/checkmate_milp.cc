@@ -395,9 +395,6 @@ absl::StatusOr<OptimalRecompute::Result> OptimalRecompute::Run(
     }
     sticky_before += sticky_made[t];
   }
-  result.variables = milp.num_columns();
-  result.constraints = milp.num_rows();
-  result.nonzeros = milp.nonzeros();
 
   OsiClpSolverInterface solver;
   solver.messageHandler()->setLogLevel(0);
@@ -448,8 +445,9 @@ absl::StatusOr<OptimalRecompute::Result> OptimalRecompute::Run(
     result.status =
         has_solution ? "time_limit_feasible" : "time_limit_no_solution";
   }
+  double objective_cost = 0;
   if (has_solution) {
-    result.objective_cost = model.getObjValue() / cost_scale;
+    objective_cost = model.getObjValue() / cost_scale;
     for (int32_t t = 0; t < n; ++t) {
       for (OpIndex i = 0; i < t; ++i) {
         const int32_t column = R(t, i);
@@ -462,7 +460,7 @@ absl::StatusOr<OptimalRecompute::Result> OptimalRecompute::Run(
   }
   result.bound_cost =
       result.status == "optimal"
-          ? result.objective_cost
+          ? objective_cost
           : std::max(0.0, model.getBestPossibleObjValue() / cost_scale);
   if (result.status == "infeasible") result.bound_cost = 0;
   return result;

@@ -16,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "planner/memory_simulator.h"
+#include "planner/recompute/plan.h"
 #include "planner/recompute/remat_problem.h"
 
 namespace echo::planner {
@@ -24,8 +25,8 @@ class OptimalRecompute {
  public:
   struct Options {
     int64_t memory_limit_bytes = 0;
-    double time_limit_seconds = 60;
-    int64_t max_nonzeros = 250000;
+    double time_limit_seconds = kDefaultSolverTimeLimitSeconds;
+    int64_t max_nonzeros = kDefaultSolverMaxNonzeros;
     // A known valid schedule under the limit, given to CBC as a start.
     Schedule warm_start;
   };
@@ -35,11 +36,7 @@ class OptimalRecompute {
     // "optimal" | "time_limit_feasible" | "time_limit_no_solution" |
     // "infeasible".
     std::string status;
-    double objective_cost = 0;
     double bound_cost = 0;
-    int32_t variables = 0;
-    int32_t constraints = 0;
-    int64_t nonzeros = 0;
   };
 
   explicit OptimalRecompute(Options options) : options_(std::move(options)) {}

@@ -7,7 +7,6 @@ namespace echo::planner {
 
 absl::StatusOr<RematSet> ChenSqrtRecompute::Run(const RematProblem& problem) {
   const Graph& graph = problem.graph;
-  report_ = Report{};
   // Position of each forward op among the forward ops.
   std::vector<int32_t> position(graph.num_ops(), -1);
   std::vector<OpIndex> forward;
@@ -18,14 +17,12 @@ absl::StatusOr<RematSet> ChenSqrtRecompute::Run(const RematProblem& problem) {
     }
   }
   const int32_t num_forward = static_cast<int32_t>(forward.size());
-  report_.forward_ops = num_forward;
   RematSet remat(graph.num_ops(), 0);
   if (num_forward == 0) return remat;
   const int32_t segment =
       options_.segment_ops > 0
           ? options_.segment_ops
           : std::max<int32_t>(1, std::lround(std::sqrt(num_forward)));
-  report_.segment_ops = segment;
 
   // Activations crossing the cut after forward position i: made at or before
   // i, read by a forward op after i. Count them and sum their ids, so a cut
@@ -61,7 +58,6 @@ absl::StatusOr<RematSet> ChenSqrtRecompute::Run(const RematProblem& problem) {
     running_sum += id_sum[i];
     articulation[i] =
         running_count == 1 && graph.tensor(running_sum).producer == forward[i];
-    report_.articulation_points += articulation[i];
   }
 
   std::vector<uint8_t> keep(graph.num_ops(), 0);
@@ -78,7 +74,6 @@ absl::StatusOr<RematSet> ChenSqrtRecompute::Run(const RematProblem& problem) {
   if (static_cast<int32_t>(cuts.size()) * 2 < wanted) {
     // Too few articulation points: cut every `segment` ops and keep every
     // activation crossing a cut.
-    report_.used_articulation_points = false;
     std::fill(keep.begin(), keep.end(), 0);
     cuts.clear();
     for (int32_t i = segment - 1; i < num_forward - 1; i += segment) {
@@ -92,11 +87,7 @@ absl::StatusOr<RematSet> ChenSqrtRecompute::Run(const RematProblem& problem) {
       }
     }
   }
-  report_.checkpoints = static_cast<int32_t>(cuts.size());
-  for (OpIndex o : forward) {
-    remat[o] = problem.eligible[o] && !keep[o];
-    report_.recomputed_ops += remat[o];
-  }
+  for (OpIndex o : forward) remat[o] = problem.eligible[o] && !keep[o];
   return remat;
 }
 

@@ -23,23 +23,13 @@ class ChenSqrtRecompute {
     // Forward ops per segment; 0: round(sqrt(number of forward ops)).
     int32_t segment_ops = 0;
   };
-  struct Report {
-    int32_t forward_ops = 0;
-    int32_t articulation_points = 0;
-    int32_t segment_ops = 0;
-    int32_t checkpoints = 0;
-    bool used_articulation_points = true;
-    int32_t recomputed_ops = 0;
-  };
 
   ChenSqrtRecompute() = default;
   explicit ChenSqrtRecompute(Options options) : options_(options) {}
   absl::StatusOr<RematSet> Run(const RematProblem& problem);
-  const Report& report() const { return report_; }
 
  private:
   Options options_;
-  Report report_;
 };
 
 }  // namespace echo::planner

@@ -5,7 +5,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
-#include "planner/recompute/recompute_planner.h"
+#include "planner/recompute/plan.h"
 
 namespace echo::planner {
 namespace {
@@ -57,12 +57,8 @@ bool EchoRecompute::IsCheap(const RematProblem& problem, OpIndex o) {
 absl::StatusOr<RematSet> EchoRecompute::Run(const RematProblem& problem) {
   const Graph& graph = problem.graph;
   const int32_t n = graph.num_ops();
-  report_ = Report{};
   RematSet cheap(n, 0);
-  for (OpIndex o = 0; o < n; ++o) {
-    cheap[o] = IsCheap(problem, o);
-    report_.cheap_ops += cheap[o];
-  }
+  for (OpIndex o = 0; o < n; ++o) cheap[o] = IsCheap(problem, o);
   auto is_activation = [&graph](TensorIndex t) {
     const Tensor& tensor = graph.tensor(t);
     return tensor.producer != kNoOp && !IsPersistentRole(tensor.role);
@@ -82,9 +78,6 @@ absl::StatusOr<RematSet> EchoRecompute::Run(const RematProblem& problem) {
         regions.Union(r, anchor);
       }
     }
-  }
-  for (OpIndex o = 0; o < n; ++o) {
-    report_.regions += cheap[o] && regions.Find(o) == o;
   }
 
   // Step 3: everything cheap starts recomputed; the frontier greedy stashes.
@@ -157,7 +150,6 @@ absl::StatusOr<RematSet> EchoRecompute::Run(const RematProblem& problem) {
         }
       }
       if (released < allocated) continue;
-      ++report_.groups_stashed;
       for (OpIndex o : group) {
         remat[o] = 0;
         in_frontier[o] = 0;
@@ -173,7 +165,6 @@ absl::StatusOr<RematSet> EchoRecompute::Run(const RematProblem& problem) {
       }
     }
   }
-  for (OpIndex o = 0; o < n; ++o) report_.recomputed_ops += remat[o];
   return remat;
 }
 

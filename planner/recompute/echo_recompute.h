@@ -27,25 +27,10 @@ namespace echo::planner {
 
 class EchoRecompute {
  public:
-  struct Options {};
-  struct Report {
-    int32_t cheap_ops = 0;
-    int32_t regions = 0;
-    int32_t groups_stashed = 0;  // frontier flips
-    int32_t recomputed_ops = 0;  // cheap ops left recomputed
-  };
-
-  EchoRecompute() = default;
-  explicit EchoRecompute(Options options) : options_(options) {}
   absl::StatusOr<RematSet> Run(const RematProblem& problem);
-  const Report& report() const { return report_; }
 
   // Step 1's rule: may ECHO recompute this op?
   static bool IsCheap(const RematProblem& problem, OpIndex op);
-
- private:
-  Options options_;
-  Report report_;
 };
 
 }  // namespace echo::planner

@@ -7,6 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "planner/byte_size.h"
+#include "planner/status_macros.h"
 
 namespace echo::planner {
 namespace {
@@ -80,28 +82,15 @@ std::string NameList(const Graph& graph, const std::vector<int32_t>& items,
 
 }  // namespace
 
-std::string HumanBytes(int64_t bytes) {
-  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double value = static_cast<double>(bytes);
-  int unit = 0;
-  while (std::abs(value) >= 1024 && unit < 4) {
-    value /= 1024;
-    ++unit;
-  }
-  return unit == 0 ? absl::StrCat(bytes, " B")
-                   : absl::StrFormat("%.2f %s", value, kUnits[unit]);
-}
-
 absl::StatusOr<RecomputePlan> BuildPlanFromSchedule(
     const Graph& graph, const std::vector<double>& op_costs,
     const MemoryModelOptions& memory, int64_t baseline_peak_bytes,
     Schedule schedule) {
-  absl::StatusOr<SimulationResult> replay =
-      ReplaySchedule(graph, schedule, memory);
-  if (!replay.ok()) return replay.status();
+  ASSIGN_OR_RETURN(SimulationResult replay,
+                   ReplaySchedule(graph, schedule, memory));
   RecomputePlan plan;
   plan.baseline_peak_bytes = baseline_peak_bytes;
-  plan.planned_peak_bytes = replay->peak_bytes;
+  plan.planned_peak_bytes = replay.peak_bytes;
   for (OpIndex o = 0; o < graph.num_ops(); ++o) {
     plan.baseline_compute_cost += op_costs[o];
   }
@@ -151,10 +140,10 @@ absl::StatusOr<RecomputePlan> BuildPlanFromSchedule(
   }
 
   std::vector<uint8_t> live_at_peak(graph.num_tensors(), 0);
-  for (const LiveInstance& live : replay->live_at_peak) {
+  for (const LiveInstance& live : replay.live_at_peak) {
     live_at_peak[live.tensor] = 1;
   }
-  const int32_t peak_step = replay->peak_step;
+  const int32_t peak_step = replay.peak_step;
   std::vector<int32_t> step_of_original(graph.num_ops(), 0);
   for (int32_t step = 0; step < num_steps; ++step) {
     if (!schedule[step].recompute) step_of_original[schedule[step].op] = step;

@@ -11,7 +11,7 @@
 #include "absl/status/statusor.h"
 #include "planner/graph.h"
 #include "planner/memory_simulator.h"
-#include "planner/recompute/recompute_planner.h"
+#include "planner/recompute/plan.h"
 
 namespace echo::planner {
 
@@ -29,9 +29,6 @@ absl::StatusOr<RecomputePlan> BuildPlanFromSchedule(
 // tensor that can never be recomputed (graph inputs, outputs of ops that may
 // not re-run) between its creation and its last reader.
 int64_t PeakLowerBound(const Graph& graph, const MemoryModelOptions& memory);
-
-// "1.23 GiB", "512 B".
-std::string HumanBytes(int64_t bytes);
 
 }  // namespace echo::planner
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "planner/recompute/recompute_planner.h"
+#include "planner/recompute/plan.h"
 
 namespace echo::planner {
 

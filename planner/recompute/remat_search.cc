@@ -31,7 +31,6 @@ class RematSearch::Impl {
 
   RematState& state() { return state_; }
   bool batch() const { return batch_; }
-  const RematSearch::Stats& stats() const { return stats_; }
 
   // Peak-driven greedy: lowers the peak until it is <= goal.limit (limit
   // mode; returns whether it got there) or until no move fits the budget
@@ -45,7 +44,6 @@ class RematSearch::Impl {
     while (true) {
       if (goal.limit_mode && state_.Peak() <= goal.limit) return true;
       std::vector<SearchMove> moves = RankedMoves(goal, state_.PeakSlot());
-      ++stats_.scans;
       if (moves.empty()) return false;
       // The best move applies as evaluated. In batch mode the next ones are
       // re-checked against the new peak and applied while they still help,
@@ -61,7 +59,6 @@ class RematSearch::Impl {
         for (const SearchStep& step : move.steps) {
           if (Apply(step)) log_.push_back(step);
         }
-        ++stats_.evaluations;
         const bool helps = log_.size() > logged && state_.Peak() <= peak &&
                            state_.SlotValue(slot) < slot_value &&
                            (goal.limit_mode || state_.cost() <= goal.budget);
@@ -73,7 +70,6 @@ class RematSearch::Impl {
           continue;
         }
         applied = true;
-        ++stats_.greedy_moves;
         if (state_.Peak() < best_peak_ ||
             (state_.Peak() == best_peak_ && state_.cost() < best_cost_)) {
           best_steps_ = log_.size();
@@ -139,7 +135,6 @@ class RematSearch::Impl {
       for (size_t k = i; k < end; ++k) {
         if (Remove(items[k].step)) removed.push_back(items[k].step);
       }
-      ++stats_.evaluations;
       if (state_.Peak() <= limit) {
         for (size_t k = i; k < end; ++k) untried -= items[k].cost;
         i = end;
@@ -202,9 +197,7 @@ class RematSearch::Impl {
       const bool repaired = Greedy(goal);
       banned_[op] = 0;
       if (repaired) Cleanup(limit);
-      if (repaired && state_.cost() < saved_cost - cost_floor_) {
-        ++stats_.local_search_improvements;
-      } else {
+      if (!repaired || state_.cost() >= saved_cost - cost_floor_) {
         state_.Assign(saved);
       }
     }
@@ -299,7 +292,6 @@ class RematSearch::Impl {
         any = true;
       }
       if (!any) break;
-      ++stats_.evaluations;
       const double cost = state_.cost() - base_cost;
       const int64_t reduction = slot_value - state_.SlotValue(slot);
       const bool fits = goal.limit_mode || state_.cost() <= goal.budget;
@@ -402,7 +394,6 @@ class RematSearch::Impl {
   const RematProblem& problem_;
   const int32_t max_depth_;
   RematState state_;
-  RematSearch::Stats stats_;
   std::vector<uint8_t> banned_;
   std::vector<uint32_t> seen_;
   uint32_t stamp_ = 0;
@@ -421,7 +412,6 @@ RematSearch::RematSearch(const RematProblem& problem, int32_t max_depth)
 RematSearch::~RematSearch() = default;
 RematState& RematSearch::state() { return impl_->state(); }
 bool RematSearch::batch() const { return impl_->batch(); }
-const RematSearch::Stats& RematSearch::stats() const { return impl_->stats(); }
 bool RematSearch::Greedy(const SearchGoal& goal) { return impl_->Greedy(goal); }
 void RematSearch::RewindToBest() { impl_->RewindToBest(); }
 int64_t RematSearch::best_peak() const { return impl_->best_peak(); }

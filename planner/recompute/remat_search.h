@@ -36,13 +36,6 @@ struct SearchMove {
 
 class RematSearch {
  public:
-  struct Stats {
-    int32_t scans = 0;
-    int32_t greedy_moves = 0;
-    int32_t evaluations = 0;
-    int32_t local_search_improvements = 0;
-  };
-
   // Chains of recomputed ops stay within `max_depth`.
   RematSearch(const RematProblem& problem, int32_t max_depth);
   ~RematSearch();
@@ -50,7 +43,6 @@ class RematSearch {
   RematState& state();
   // Large graphs: several ranked moves per scan, bounded cleanups.
   bool batch() const;
-  const Stats& stats() const;
 
   // Peak-driven greedy: at the peak slot, the move with the best reduction
   // there per unit of cost (in limit mode: min(reduction, excess) / cost),

@@ -300,78 +300,60 @@ void RematState::Update(OpIndex op) {
   }
 }
 
-int32_t RematState::Up(OpIndex q, int32_t cap) const {
-  // Longest chain of set ops ending at q, through producers (lower indices),
-  // capped at cap + 1: explore at most `cap` levels, then DP in index order.
-  ++memo_generation_;
-  std::vector<OpIndex> frontier = {q}, reached = {q};
-  memo_stamp_[q] = memo_generation_;
-  for (int32_t level = 0; level < cap && !frontier.empty(); ++level) {
-    std::vector<OpIndex> next;
-    for (OpIndex x : frontier) {
+int32_t RematState::LongestChain(OpIndex q, int32_t cap,
+                                 bool toward_producers) const {
+  // Longest chain of set ops through q in one direction, counting q, capped
+  // at cap + 1: explore at most `cap` levels, then a DP over the reached ops
+  // from the far end. Neighbours: the producers of x's inputs (upward) or
+  // the readers of its outputs (downward).
+  const auto for_each_neighbor = [&](OpIndex x, const auto& visit) {
+    if (toward_producers) {
       for (TensorIndex t : graph_.op(x).inputs) {
         const OpIndex p = graph_.tensor(t).producer;
-        if (p == kNoOp || !InPlan(p) || memo_stamp_[p] == memo_generation_) {
-          continue;
-        }
-        memo_stamp_[p] = memo_generation_;
-        next.push_back(p);
-        reached.push_back(p);
+        if (p != kNoOp) visit(p);
+      }
+    } else {
+      for (TensorIndex t : graph_.op(x).outputs) {
+        for (OpIndex r : graph_.tensor(t).readers) visit(r);
       }
     }
-    frontier = std::move(next);
-  }
-  std::sort(reached.begin(), reached.end());
-  for (OpIndex x : reached) {
-    int32_t best = 0;
-    for (TensorIndex t : graph_.op(x).inputs) {
-      const OpIndex p = graph_.tensor(t).producer;
-      if (p != kNoOp && memo_stamp_[p] == memo_generation_ && p < x) {
-        best = std::max(best, memo_[p]);
-      }
-    }
-    memo_[x] = std::min(cap + 1, best + 1);
-  }
-  return memo_[q];
-}
-
-int32_t RematState::Down(OpIndex q, int32_t cap) const {
+  };
   ++memo_generation_;
   std::vector<OpIndex> frontier = {q}, reached = {q};
   memo_stamp_[q] = memo_generation_;
   for (int32_t level = 0; level < cap && !frontier.empty(); ++level) {
     std::vector<OpIndex> next;
     for (OpIndex x : frontier) {
-      for (TensorIndex t : graph_.op(x).outputs) {
-        for (OpIndex r : graph_.tensor(t).readers) {
-          if (!InPlan(r) || memo_stamp_[r] == memo_generation_) continue;
-          memo_stamp_[r] = memo_generation_;
-          next.push_back(r);
-          reached.push_back(r);
-        }
-      }
+      for_each_neighbor(x, [&](OpIndex y) {
+        if (!InPlan(y) || memo_stamp_[y] == memo_generation_) return;
+        memo_stamp_[y] = memo_generation_;
+        next.push_back(y);
+        reached.push_back(y);
+      });
     }
     frontier = std::move(next);
   }
+  // Neighbours before the ops that reach them: index order upward, reverse
+  // index order downward.
   std::sort(reached.begin(), reached.end());
-  for (auto it = reached.rbegin(); it != reached.rend(); ++it) {
-    const OpIndex x = *it;
+  if (!toward_producers) std::reverse(reached.begin(), reached.end());
+  for (OpIndex x : reached) {
     int32_t best = 0;
-    for (TensorIndex t : graph_.op(x).outputs) {
-      for (OpIndex r : graph_.tensor(t).readers) {
-        if (memo_stamp_[r] == memo_generation_ && r > x) {
-          best = std::max(best, memo_[r]);
-        }
+    for_each_neighbor(x, [&](OpIndex y) {
+      const bool before = toward_producers ? y < x : y > x;
+      if (memo_stamp_[y] == memo_generation_ && before) {
+        best = std::max(best, memo_[y]);
       }
-    }
+    });
     memo_[x] = std::min(cap + 1, best + 1);
   }
   return memo_[q];
 }
 
 int32_t RematState::ChainDepthIfAdded(OpIndex op, int32_t cap) const {
-  // Up and Down both count `op` itself, whether or not it is in the set.
-  return std::min(cap + 1, Up(op, cap) + Down(op, cap) - 1);
+  // Both walks count `op` itself, whether or not it is in the set.
+  return std::min(cap + 1, LongestChain(op, cap, /*toward_producers=*/true) +
+                               LongestChain(op, cap, false) - 1);
 }
 
 }  // namespace echo::planner

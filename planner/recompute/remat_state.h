@@ -99,8 +99,9 @@ class RematState {
   // Recomputes clone points from `op` up through producers, then the
   // intervals of every tensor they touch.
   void Update(OpIndex op);
-  int32_t Up(OpIndex q, int32_t cap) const;
-  int32_t Down(OpIndex q, int32_t cap) const;
+  // Ops on the longest chain of set ops through q toward its producers
+  // (or its readers), q included, capped at cap + 1.
+  int32_t LongestChain(OpIndex q, int32_t cap, bool toward_producers) const;
 
   const RematProblem& problem_;
   const Graph& graph_;

@@ -157,41 +157,36 @@ absl::StatusOr<double> CudaKernelTimer::DoTimeConv(
   ConvDescriptors d;
   const int rank = static_cast<int>(r.x.size());
   const int spatial = rank - 2;
-  ECHO_RETURN_IF_ERROR(
-      CudnnStatus(cudnnCreateTensorDescriptor(&d.x), "create"));
-  ECHO_RETURN_IF_ERROR(
-      CudnnStatus(cudnnCreateTensorDescriptor(&d.y), "create"));
-  ECHO_RETURN_IF_ERROR(
-      CudnnStatus(cudnnCreateFilterDescriptor(&d.w), "create"));
-  ECHO_RETURN_IF_ERROR(
+  RETURN_IF_ERROR(CudnnStatus(cudnnCreateTensorDescriptor(&d.x), "create"));
+  RETURN_IF_ERROR(CudnnStatus(cudnnCreateTensorDescriptor(&d.y), "create"));
+  RETURN_IF_ERROR(CudnnStatus(cudnnCreateFilterDescriptor(&d.w), "create"));
+  RETURN_IF_ERROR(
       CudnnStatus(cudnnCreateConvolutionDescriptor(&d.conv), "create"));
-  ECHO_RETURN_IF_ERROR(
+  RETURN_IF_ERROR(
       CudnnStatus(cudnnSetTensorNdDescriptorEx(d.x, CUDNN_TENSOR_NCHW,
                                                types->data, rank, r.x.data()),
                   "cudnnSetTensorNdDescriptorEx(x)"));
-  ECHO_RETURN_IF_ERROR(
+  RETURN_IF_ERROR(
       CudnnStatus(cudnnSetTensorNdDescriptorEx(d.y, CUDNN_TENSOR_NCHW,
                                                types->data, rank, r.y.data()),
                   "cudnnSetTensorNdDescriptorEx(y)"));
-  ECHO_RETURN_IF_ERROR(
+  RETURN_IF_ERROR(
       CudnnStatus(cudnnSetFilterNdDescriptor(
                       d.w, types->data, CUDNN_TENSOR_NCHW, rank, r.w.data()),
                   "cudnnSetFilterNdDescriptor"));
-  ECHO_RETURN_IF_ERROR(CudnnStatus(
+  RETURN_IF_ERROR(CudnnStatus(
       cudnnSetConvolutionNdDescriptor(d.conv, spatial, r.padding.data(),
                                       r.stride.data(), r.dilation.data(),
                                       CUDNN_CROSS_CORRELATION, types->compute),
       "cudnnSetConvolutionNdDescriptor"));
-  ECHO_RETURN_IF_ERROR(
-      CudnnStatus(cudnnSetConvolutionGroupCount(d.conv, r.groups),
-                  "cudnnSetConvolutionGroupCount"));
-  ECHO_RETURN_IF_ERROR(
-      CudnnStatus(cudnnSetConvolutionMathType(d.conv, types->math),
-                  "cudnnSetConvolutionMathType"));
+  RETURN_IF_ERROR(CudnnStatus(cudnnSetConvolutionGroupCount(d.conv, r.groups),
+                              "cudnnSetConvolutionGroupCount"));
+  RETURN_IF_ERROR(CudnnStatus(cudnnSetConvolutionMathType(d.conv, types->math),
+                              "cudnnSetConvolutionMathType"));
   std::vector<int> computed(rank);
-  ECHO_RETURN_IF_ERROR(CudnnStatus(cudnnGetConvolutionNdForwardOutputDim(
-                                       d.conv, d.x, d.w, rank, computed.data()),
-                                   "cudnnGetConvolutionNdForwardOutputDim"));
+  RETURN_IF_ERROR(CudnnStatus(cudnnGetConvolutionNdForwardOutputDim(
+                                  d.conv, d.x, d.w, rank, computed.data()),
+                              "cudnnGetConvolutionNdForwardOutputDim"));
   if (computed != r.y) {
     return absl::UnimplementedError(
         "cuDNN derives other output dims from these shapes (output_padding?)");
@@ -199,7 +194,7 @@ absl::StatusOr<double> CudaKernelTimer::DoTimeConv(
 
   const int64_t element = types->element_bytes;
   const int64_t data_bytes = (Count(r.x) + Count(r.w) + Count(r.y)) * element;
-  ECHO_RETURN_IF_ERROR(CheckMemoryLimit(data_bytes, limits.max_memory_bytes));
+  RETURN_IF_ERROR(CheckMemoryLimit(data_bytes, limits.max_memory_bytes));
   const int64_t max_workspace = limits.max_memory_bytes - data_bytes;
 
   cudnnConvolutionFwdAlgo_t fwd_algo{};
@@ -211,60 +206,59 @@ absl::StatusOr<double> CudaKernelTimer::DoTimeConv(
     if (pass == ConvPass::kForward) {
       std::vector<cudnnConvolutionFwdAlgoPerf_t> ranked(
           CUDNN_CONVOLUTION_FWD_ALGO_COUNT);
-      ECHO_RETURN_IF_ERROR(CudnnStatus(
-          cudnnGetConvolutionForwardAlgorithm_v7(cudnn, d.x, d.w, d.conv, d.y,
-                                                 ranked.size(), &returned,
-                                                 ranked.data()),
-          "cudnnGetConvolutionForwardAlgorithm_v7"));
-      auto picked = PickAlgorithm<cudnnConvolutionFwdAlgoPerf_t,
-                                  cudnnConvolutionFwdAlgo_t>(
-          ranked, returned, max_workspace, "forward");
-      if (!picked.ok()) return picked.status();
-      fwd_algo = picked->first;
-      workspace_bytes = std::max(workspace_bytes, picked->second);
+      RETURN_IF_ERROR(CudnnStatus(cudnnGetConvolutionForwardAlgorithm_v7(
+                                      cudnn, d.x, d.w, d.conv, d.y,
+                                      ranked.size(), &returned, ranked.data()),
+                                  "cudnnGetConvolutionForwardAlgorithm_v7"));
+      ASSIGN_OR_RETURN(auto picked,
+                       (PickAlgorithm<cudnnConvolutionFwdAlgoPerf_t,
+                                      cudnnConvolutionFwdAlgo_t>(
+                           ranked, returned, max_workspace, "forward")));
+      fwd_algo = picked.first;
+      workspace_bytes = std::max(workspace_bytes, picked.second);
     } else if (pass == ConvPass::kBackwardData) {
       std::vector<cudnnConvolutionBwdDataAlgoPerf_t> ranked(
           CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT);
-      ECHO_RETURN_IF_ERROR(CudnnStatus(
+      RETURN_IF_ERROR(CudnnStatus(
           cudnnGetConvolutionBackwardDataAlgorithm_v7(cudnn, d.w, d.y, d.conv,
                                                       d.x, ranked.size(),
                                                       &returned, ranked.data()),
           "cudnnGetConvolutionBackwardDataAlgorithm_v7"));
-      auto picked = PickAlgorithm<cudnnConvolutionBwdDataAlgoPerf_t,
-                                  cudnnConvolutionBwdDataAlgo_t>(
-          ranked, returned, max_workspace, "backward-data");
-      if (!picked.ok()) return picked.status();
-      data_algo = picked->first;
-      workspace_bytes = std::max(workspace_bytes, picked->second);
+      ASSIGN_OR_RETURN(auto picked,
+                       (PickAlgorithm<cudnnConvolutionBwdDataAlgoPerf_t,
+                                      cudnnConvolutionBwdDataAlgo_t>(
+                           ranked, returned, max_workspace, "backward-data")));
+      data_algo = picked.first;
+      workspace_bytes = std::max(workspace_bytes, picked.second);
     } else {
       std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> ranked(
           CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT);
-      ECHO_RETURN_IF_ERROR(
+      RETURN_IF_ERROR(
           CudnnStatus(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
                           cudnn, d.x, d.y, d.conv, d.w, ranked.size(),
                           &returned, ranked.data()),
                       "cudnnGetConvolutionBackwardFilterAlgorithm_v7"));
-      auto picked = PickAlgorithm<cudnnConvolutionBwdFilterAlgoPerf_t,
-                                  cudnnConvolutionBwdFilterAlgo_t>(
-          ranked, returned, max_workspace, "backward-filter");
-      if (!picked.ok()) return picked.status();
-      filter_algo = picked->first;
-      workspace_bytes = std::max(workspace_bytes, picked->second);
+      ASSIGN_OR_RETURN(
+          auto picked,
+          (PickAlgorithm<cudnnConvolutionBwdFilterAlgoPerf_t,
+                         cudnnConvolutionBwdFilterAlgo_t>(
+              ranked, returned, max_workspace, "backward-filter")));
+      filter_algo = picked.first;
+      workspace_bytes = std::max(workspace_bytes, picked.second);
     }
   }
 
   DeviceBuffer x, w, y, workspace;
-  ECHO_RETURN_IF_ERROR(x.Allocate(Count(r.x) * element));
-  ECHO_RETURN_IF_ERROR(w.Allocate(Count(r.w) * element));
-  ECHO_RETURN_IF_ERROR(y.Allocate(Count(r.y) * element));
-  ECHO_RETURN_IF_ERROR(
-      workspace.Allocate(static_cast<int64_t>(workspace_bytes)));
+  RETURN_IF_ERROR(x.Allocate(Count(r.x) * element));
+  RETURN_IF_ERROR(w.Allocate(Count(r.w) * element));
+  RETURN_IF_ERROR(y.Allocate(Count(r.y) * element));
+  RETURN_IF_ERROR(workspace.Allocate(static_cast<int64_t>(workspace_bytes)));
   cudaStream_t stream = handles_->stream;
   uint32_t seed = 10;
   for (auto [buffer, count] :
        {std::pair{&x, Count(r.x)}, std::pair{&w, Count(r.w)},
         std::pair{&y, Count(r.y)}}) {
-    ECHO_RETURN_IF_ERROR(CudaStatus(
+    RETURN_IF_ERROR(CudaStatus(
         kernels::FillUniform(buffer->get(), count, types->fill, ++seed, stream),
         "fill"));
   }
@@ -293,7 +287,7 @@ absl::StatusOr<double> CudaKernelTimer::DoTimeConv(
               workspace.get(), workspace_bytes, beta, d.w, w.get());
           break;
       }
-      ECHO_RETURN_IF_ERROR(CudnnStatus(status, "cudnn convolution"));
+      RETURN_IF_ERROR(CudnnStatus(status, "cudnn convolution"));
     }
     return absl::OkStatus();
   };

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "planner/graph.h"
+#include "planner/status_macros.h"
 #include "server/profiler/cuda_kernel_timer.h"
 
 namespace echo::server {
@@ -47,11 +48,6 @@ inline absl::Status CudnnStatus(cudnnStatus_t status, absl::string_view call) {
                                           static_cast<int>(status), ")"));
 }
 #endif
-
-#define ECHO_RETURN_IF_ERROR(expr)                                    \
-  do {                                                                \
-    if (absl::Status _status = (expr); !_status.ok()) return _status; \
-  } while (0)
 
 // Device memory freed on scope exit.
 class DeviceBuffer {

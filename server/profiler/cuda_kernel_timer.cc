@@ -54,32 +54,29 @@ CudaKernelTimer::~CudaKernelTimer() = default;
 
 absl::Status CudaKernelTimer::EnsureInitialized() {
   // The current device is per host thread, and RPCs arrive on many.
-  ECHO_RETURN_IF_ERROR(
-      CudaStatus(cudaSetDevice(device_index_), "cudaSetDevice"));
+  RETURN_IF_ERROR(CudaStatus(cudaSetDevice(device_index_), "cudaSetDevice"));
   if (handles_ != nullptr) return absl::OkStatus();
   auto handles = std::make_unique<Handles>();
   int lowest_priority = 0, highest_priority = 0;
-  ECHO_RETURN_IF_ERROR(CudaStatus(
+  RETURN_IF_ERROR(CudaStatus(
       cudaDeviceGetStreamPriorityRange(&lowest_priority, &highest_priority),
       "cudaDeviceGetStreamPriorityRange"));
   // The lowest priority: the node's training jobs go first.
-  ECHO_RETURN_IF_ERROR(
+  RETURN_IF_ERROR(
       CudaStatus(cudaStreamCreateWithPriority(
                      &handles->stream, cudaStreamNonBlocking, lowest_priority),
                  "cudaStreamCreateWithPriority"));
-  ECHO_RETURN_IF_ERROR(
+  RETURN_IF_ERROR(
       CudaStatus(cudaEventCreate(&handles->start), "cudaEventCreate"));
-  ECHO_RETURN_IF_ERROR(
+  RETURN_IF_ERROR(
       CudaStatus(cudaEventCreate(&handles->stop), "cudaEventCreate"));
-  ECHO_RETURN_IF_ERROR(
-      CublasStatus(cublasCreate(&handles->cublas), "cublasCreate"));
-  ECHO_RETURN_IF_ERROR(CublasStatus(
+  RETURN_IF_ERROR(CublasStatus(cublasCreate(&handles->cublas), "cublasCreate"));
+  RETURN_IF_ERROR(CublasStatus(
       cublasSetStream(handles->cublas, handles->stream), "cublasSetStream"));
 #if ECHO_HAVE_CUDNN
-  ECHO_RETURN_IF_ERROR(
-      CudnnStatus(cudnnCreate(&handles->cudnn), "cudnnCreate"));
-  ECHO_RETURN_IF_ERROR(CudnnStatus(
-      cudnnSetStream(handles->cudnn, handles->stream), "cudnnSetStream"));
+  RETURN_IF_ERROR(CudnnStatus(cudnnCreate(&handles->cudnn), "cudnnCreate"));
+  RETURN_IF_ERROR(CudnnStatus(cudnnSetStream(handles->cudnn, handles->stream),
+                              "cudnnSetStream"));
 #endif
   handles_ = std::move(handles);
   return absl::OkStatus();
@@ -88,10 +85,9 @@ absl::Status CudaKernelTimer::EnsureInitialized() {
 absl::StatusOr<int64_t> CudaKernelTimer::FreeMemoryBytes() {
   // Needs the context only, not the handles: GetNodeInfo calls this from
   // any thread, while a profile may be running.
-  ECHO_RETURN_IF_ERROR(
-      CudaStatus(cudaSetDevice(device_index_), "cudaSetDevice"));
+  RETURN_IF_ERROR(CudaStatus(cudaSetDevice(device_index_), "cudaSetDevice"));
   size_t free_bytes = 0, total_bytes = 0;
-  ECHO_RETURN_IF_ERROR(
+  RETURN_IF_ERROR(
       CudaStatus(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo"));
   return static_cast<int64_t>(free_bytes);
 }
@@ -107,21 +103,21 @@ absl::StatusOr<double> CudaKernelTimer::Timed(
 absl::StatusOr<double> CudaKernelTimer::Measure(
     const std::function<absl::Status()>& run, const TimingLimits& limits) {
   cudaStream_t stream = handles_->stream;
-  for (int i = 0; i < limits.warmup_runs; ++i) ECHO_RETURN_IF_ERROR(run());
-  ECHO_RETURN_IF_ERROR(
+  for (int i = 0; i < limits.warmup_runs; ++i) RETURN_IF_ERROR(run());
+  RETURN_IF_ERROR(
       CudaStatus(cudaStreamSynchronize(stream), "cudaStreamSynchronize"));
   std::vector<float> milliseconds;
   for (int i = 0; i < std::max(limits.timed_runs, 1); ++i) {
     if (i > 0 && Clock::now() >= limits.deadline) break;
-    ECHO_RETURN_IF_ERROR(CudaStatus(cudaEventRecord(handles_->start, stream),
-                                    "cudaEventRecord"));
-    ECHO_RETURN_IF_ERROR(run());
-    ECHO_RETURN_IF_ERROR(
+    RETURN_IF_ERROR(CudaStatus(cudaEventRecord(handles_->start, stream),
+                               "cudaEventRecord"));
+    RETURN_IF_ERROR(run());
+    RETURN_IF_ERROR(
         CudaStatus(cudaEventRecord(handles_->stop, stream), "cudaEventRecord"));
-    ECHO_RETURN_IF_ERROR(CudaStatus(cudaEventSynchronize(handles_->stop),
-                                    "cudaEventSynchronize"));
+    RETURN_IF_ERROR(CudaStatus(cudaEventSynchronize(handles_->stop),
+                               "cudaEventSynchronize"));
     float elapsed = 0;
-    ECHO_RETURN_IF_ERROR(CudaStatus(
+    RETURN_IF_ERROR(CudaStatus(
         cudaEventElapsedTime(&elapsed, handles_->start, handles_->stop),
         "cudaEventElapsedTime"));
     milliseconds.push_back(elapsed);
@@ -153,24 +149,23 @@ absl::StatusOr<double> CudaKernelTimer::DoTimeGemm(
   const int64_t b_count = shape.batch * shape.k * shape.n;
   const int64_t c_count = shape.batch * shape.m * shape.n;
   const int64_t data_bytes = (a_count + b_count + c_count) * element;
-  ECHO_RETURN_IF_ERROR(CheckMemoryLimit(data_bytes, limits.max_memory_bytes));
+  RETURN_IF_ERROR(CheckMemoryLimit(data_bytes, limits.max_memory_bytes));
   const int64_t workspace_bytes =
       std::min(kCublasWorkspaceBytes, limits.max_memory_bytes - data_bytes);
   DeviceBuffer a, b, c, workspace;
-  ECHO_RETURN_IF_ERROR(a.Allocate(a_count * element));
-  ECHO_RETURN_IF_ERROR(b.Allocate(b_count * element));
-  ECHO_RETURN_IF_ERROR(c.Allocate(c_count * element));
-  if (workspace_bytes > 0)
-    ECHO_RETURN_IF_ERROR(workspace.Allocate(workspace_bytes));
+  RETURN_IF_ERROR(a.Allocate(a_count * element));
+  RETURN_IF_ERROR(b.Allocate(b_count * element));
+  RETURN_IF_ERROR(c.Allocate(c_count * element));
+  if (workspace_bytes > 0) RETURN_IF_ERROR(workspace.Allocate(workspace_bytes));
   cudaStream_t stream = handles_->stream;
-  ECHO_RETURN_IF_ERROR(CudaStatus(
+  RETURN_IF_ERROR(CudaStatus(
       kernels::FillUniform(a.get(), a_count, types->fill, 1, stream), "fill"));
-  ECHO_RETURN_IF_ERROR(CudaStatus(
+  RETURN_IF_ERROR(CudaStatus(
       kernels::FillUniform(b.get(), b_count, types->fill, 2, stream), "fill"));
-  ECHO_RETURN_IF_ERROR(CudaStatus(
+  RETURN_IF_ERROR(CudaStatus(
       kernels::FillUniform(c.get(), c_count, types->fill, 3, stream), "fill"));
   cublasHandle_t cublas = handles_->cublas;
-  ECHO_RETURN_IF_ERROR(CublasStatus(
+  RETURN_IF_ERROR(CublasStatus(
       cublasSetWorkspace(
           cublas, workspace.get(),
           static_cast<size_t>(std::max<int64_t>(workspace_bytes, 0))),
@@ -203,12 +198,12 @@ absl::StatusOr<double> CudaKernelTimer::TimeRowSoftmax(
     int64_t rows, int64_t cols, const TimingLimits& limits) {
   return Timed([&]() -> absl::StatusOr<double> {
     const int64_t bytes = rows * cols * 4;
-    ECHO_RETURN_IF_ERROR(CheckMemoryLimit(2 * bytes, limits.max_memory_bytes));
+    RETURN_IF_ERROR(CheckMemoryLimit(2 * bytes, limits.max_memory_bytes));
     cudaStream_t stream = handles_->stream;
     DeviceBuffer in, out;
-    ECHO_RETURN_IF_ERROR(in.Allocate(bytes));
-    ECHO_RETURN_IF_ERROR(out.Allocate(bytes));
-    ECHO_RETURN_IF_ERROR(
+    RETURN_IF_ERROR(in.Allocate(bytes));
+    RETURN_IF_ERROR(out.Allocate(bytes));
+    RETURN_IF_ERROR(
         CudaStatus(kernels::FillUniform(in.get(), rows * cols,
                                         kernels::FillType::kFloat32, 4, stream),
                    "fill"));
@@ -227,13 +222,13 @@ absl::StatusOr<double> CudaKernelTimer::TimeRowSoftmax(
 absl::StatusOr<double> CudaKernelTimer::TimeStreamBytes(
     int64_t in_bytes, int64_t out_bytes, const TimingLimits& limits) {
   return Timed([&]() -> absl::StatusOr<double> {
-    ECHO_RETURN_IF_ERROR(
+    RETURN_IF_ERROR(
         CheckMemoryLimit(in_bytes + out_bytes + 32, limits.max_memory_bytes));
     cudaStream_t stream = handles_->stream;
     DeviceBuffer in, out;
-    ECHO_RETURN_IF_ERROR(in.Allocate(in_bytes + 16));
-    ECHO_RETURN_IF_ERROR(out.Allocate(out_bytes + 16));
-    ECHO_RETURN_IF_ERROR(
+    RETURN_IF_ERROR(in.Allocate(in_bytes + 16));
+    RETURN_IF_ERROR(out.Allocate(out_bytes + 16));
+    RETURN_IF_ERROR(
         CudaStatus(kernels::FillUniform(in.get(), (in_bytes + 16) / 4,
                                         kernels::FillType::kFloat32, 5, stream),
                    "fill"));

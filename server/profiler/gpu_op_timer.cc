@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "planner/cost_model.h"
+#include "planner/status_macros.h"
 
 namespace echo::server {
 namespace {
@@ -44,9 +45,7 @@ absl::StatusOr<double> GpuOpTimer::TimeOp(const planner::Graph& graph,
         return absl::UnimplementedError(
             "GEMM dims cannot be inferred from the op's shapes");
       }
-      if (absl::Status s = CheckTimedDType("GEMM", shape->dtype); !s.ok()) {
-        return s;
-      }
+      RETURN_IF_ERROR(CheckTimedDType("GEMM", shape->dtype));
       return kernels_->TimeGemm(*shape, limits);
     }
     case planner::OpClass::kConv: {
@@ -56,10 +55,7 @@ absl::StatusOr<double> GpuOpTimer::TimeOp(const planner::Graph& graph,
         return absl::UnimplementedError(
             "convolution dims cannot be inferred from the op's shapes");
       }
-      if (absl::Status s = CheckTimedDType("convolution", shape->dtype);
-          !s.ok()) {
-        return s;
-      }
+      RETURN_IF_ERROR(CheckTimedDType("convolution", shape->dtype));
       return kernels_->TimeConv(*shape, limits);
     }
     case planner::OpClass::kCollective:

@@ -11,11 +11,11 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "planner/status_macros.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
-#include "server/adapter/device_convert.h"
 #include "spdlog/spdlog.h"
 
 namespace echo::server {
@@ -178,28 +178,28 @@ int64_t NodeProfiler::cache_entries() const {
 absl::string_view NodeProfiler::TimeOne(const planner::Graph& graph,
                                         planner::OpIndex op,
                                         Clock::time_point deadline,
-                                        echo::v1::OpProfile* profile) {
+                                        planner::OpProfile* profile) {
   const Clock::time_point now = Clock::now();
   const double remaining =
       std::chrono::duration<double>(deadline - now).count();
   if (remaining <= 0) {
-    profile->set_reason(absl::StrCat("skipped: the request's time budget of ",
-                                     options_.max_seconds_per_request,
-                                     " s is spent"));
+    profile->reason =
+        absl::StrCat("skipped: the request's time budget of ",
+                     options_.max_seconds_per_request, " s is spent");
     return "skipped";
   }
   const double expected =
-      profile->analytic_time_seconds() * (options_.warmup_runs + 1);
+      profile->analytic_time_seconds * (options_.warmup_runs + 1);
   if (expected > remaining) {
-    profile->set_reason(absl::StrCat(
+    profile->reason = absl::StrCat(
         "skipped: an estimated ", expected, " s of warm-up and one run does ",
-        "not fit the ", remaining, " s left of the request's time budget"));
+        "not fit the ", remaining, " s left of the request's time budget");
     return "skipped";
   }
   absl::StatusOr<int64_t> free_bytes = timer_->FreeMemoryBytes();
   if (!free_bytes.ok()) {
-    profile->set_reason(absl::StrCat("cannot read free device memory: ",
-                                     free_bytes.status().message()));
+    profile->reason = absl::StrCat("cannot read free device memory: ",
+                                   free_bytes.status().message());
     return "error";
   }
   TimingLimits limits;
@@ -213,24 +213,23 @@ absl::string_view NodeProfiler::TimeOne(const planner::Graph& graph,
   metrics_->ObserveDuration(
       std::chrono::duration<double>(Clock::now() - start).count());
   if (seconds.ok()) {
-    profile->set_measured(true);
-    profile->set_time_seconds(*seconds);
+    profile->measured = true;
+    profile->time_seconds = *seconds;
     return "ok";
   }
   const absl::StatusCode code = seconds.status().code();
   const bool skipped = code == absl::StatusCode::kUnimplemented ||
                        code == absl::StatusCode::kResourceExhausted ||
                        code == absl::StatusCode::kDeadlineExceeded;
-  profile->set_reason(absl::StrCat(skipped ? "skipped: " : "failed: ",
-                                   seconds.status().message()));
+  profile->reason = absl::StrCat(skipped ? "skipped: " : "failed: ",
+                                 seconds.status().message());
   return skipped ? "skipped" : "error";
 }
 
-absl::Status NodeProfiler::ProfileOps(const planner::Graph& graph,
-                                      const std::vector<planner::OpIndex>& ops,
-                                      bool force,
-                                      echo::v1::ProfileOpsResponse* response) {
-  if (absl::Status s = CheckAvailable(); !s.ok()) return s;
+absl::StatusOr<planner::ProfileReport> NodeProfiler::ProfileOps(
+    const planner::Graph& graph, const std::vector<planner::OpIndex>& ops,
+    bool force) {
+  RETURN_IF_ERROR(CheckAvailable());
   for (planner::OpIndex op : ops) {
     if (op < 0 || op >= graph.num_ops()) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -249,19 +248,23 @@ absl::Status NodeProfiler::ProfileOps(const planner::Graph& graph,
   std::vector<planner::OpIndex> selected = ops;
   if (selected.empty()) {
     for (planner::OpIndex op = 0; op < graph.num_ops(); ++op) {
-      if (planner::NeedsProfiling(graph, op)) selected.push_back(op);
+      if (planner::NeedsProfiling(graph, op, LocalDevice())) {
+        selected.push_back(op);
+      }
     }
   }
-  response->set_gpu_name(timer_->DeviceName());
+  planner::ProfileReport report;
+  report.gpu_name = timer_->DeviceName();
+  report.profiles.reserve(selected.size());
   // Ops of one signature are timed once per request, even when forced.
   absl::flat_hash_map<std::string, double> timed_now;
   for (planner::OpIndex op : selected) {
-    echo::v1::OpProfile* profile = response->add_profiles();
-    profile->set_op_id(graph.op(op).id);
+    planner::OpProfile* profile = &report.profiles.emplace_back();
+    profile->op_id = graph.op(op).id;
     if (local_device_) {
       if (std::optional<double> analytic =
               planner::AnalyticSeconds(graph, op, *local_device_, {})) {
-        profile->set_analytic_time_seconds(*analytic);
+        profile->analytic_time_seconds = *analytic;
       }
     }
     const std::string key = CacheKey(graph, op);
@@ -274,16 +277,16 @@ absl::Status NodeProfiler::ProfileOps(const planner::Graph& graph,
       metrics_->RecordLookup(cached.has_value());
     }
     if (cached) {
-      profile->set_measured(true);
-      profile->set_time_seconds(*cached);
-      profile->set_from_cache(true);
+      profile->measured = true;
+      profile->time_seconds = *cached;
+      profile->from_cache = true;
       continue;
     }
     metrics_->RecordRun(graph.op(op).op_class,
                         TimeOne(graph, op, deadline, profile));
-    if (profile->measured()) timed_now[key] = profile->time_seconds();
+    if (profile->measured) timed_now[key] = profile->time_seconds;
   }
-  if (timed_now.empty()) return absl::OkStatus();
+  if (timed_now.empty()) return report;
   std::string contents;
   {
     std::lock_guard<std::mutex> cache_lock(cache_mutex_);
@@ -299,7 +302,7 @@ absl::Status NodeProfiler::ProfileOps(const planner::Graph& graph,
                    std::string(s.message()));
     }
   }
-  return absl::OkStatus();
+  return report;
 }
 
 std::optional<double> NodeProfiler::Lookup(const planner::Graph& graph,
@@ -312,7 +315,7 @@ std::optional<double> NodeProfiler::Lookup(const planner::Graph& graph,
   }
   // A miss counts only for ops the profiler would time; ops the model
   // estimates well are never expected in the cache.
-  if (seconds || planner::NeedsProfiling(graph, op)) {
+  if (seconds || planner::NeedsProfiling(graph, op, LocalDevice())) {
     metrics_->RecordLookup(seconds.has_value());
   }
   return seconds;
@@ -325,37 +328,37 @@ const planner::ProfiledTimes* NodeProfiler::TimesFor(
                                                                     : nullptr;
 }
 
-void NodeProfiler::FillNodeInfo(echo::v1::GetNodeInfoResponse* response) const {
+planner::NodeReport NodeProfiler::NodeInfo() const {
+  planner::NodeReport report;
   char hostname[256] = {};
   if (gethostname(hostname, sizeof(hostname) - 1) == 0) {
-    response->set_hostname(hostname);
+    report.hostname = hostname;
   }
   for (const GpuDevice& gpu : discovery_.gpus) {
-    echo::v1::GpuInfo* info = response->add_gpus();
-    info->set_index(gpu.index);
-    info->set_name(gpu.name);
-    info->set_memory_bytes(gpu.memory_bytes);
-    info->set_sm_count(gpu.sm_count);
-    info->set_compute_capability(gpu.compute_capability);
+    planner::GpuReport& info = report.gpus.emplace_back();
+    info.index = gpu.index;
+    info.name = gpu.name;
+    info.memory_bytes = gpu.memory_bytes;
+    info.sm_count = gpu.sm_count;
+    info.compute_capability = gpu.compute_capability;
     // Reading free memory needs a CUDA context; only the profiling GPU of a
     // node with profiling enabled has one to spare.
     if (gpu.index == 0 && timer_ != nullptr && options_.enable_profiling) {
       if (absl::StatusOr<int64_t> free_bytes = timer_->FreeMemoryBytes();
           free_bytes.ok()) {
-        info->set_free_memory_bytes(*free_bytes);
+        info.free_memory_bytes = *free_bytes;
       }
     }
   }
-  response->set_gpu_status(discovery_.status);
-  response->set_driver_version(discovery_.driver_version);
-  response->set_cuda_runtime_version(discovery_.cuda_runtime_version);
-  response->set_cublas_version(discovery_.cublas_version);
-  response->set_cudnn_version(discovery_.cudnn_version);
-  for (const planner::DeviceSpec& spec : planner::DeviceCatalog()) {
-    adapter::DeviceSpecToProto(spec, response->add_device_catalog());
-  }
-  response->set_profile_cache_entries(cache_entries());
-  response->set_profiling_enabled(options_.enable_profiling);
+  report.gpu_status = discovery_.status;
+  report.driver_version = discovery_.driver_version;
+  report.cuda_runtime_version = discovery_.cuda_runtime_version;
+  report.cublas_version = discovery_.cublas_version;
+  report.cudnn_version = discovery_.cudnn_version;
+  report.device_catalog = planner::DeviceCatalog();
+  report.profile_cache_entries = cache_entries();
+  report.profiling_enabled = options_.enable_profiling;
+  return report;
 }
 
 }  // namespace echo::server

@@ -17,10 +17,10 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "echo/v1/planner.pb.h"
 #include "planner/cost_model.h"
 #include "planner/device_catalog.h"
 #include "planner/graph.h"
+#include "planner/node_report.h"
 #include "prometheus/registry.h"
 #include "server/profiler/gpu_backend.h"
 #include "server/profiler/op_timer.h"
@@ -62,13 +62,13 @@ class NodeProfiler : public planner::ProfiledTimes {
   // RESOURCE_EXHAUSTED when another request keeps the profiler busy longer
   // than max_seconds_per_request; INVALID_ARGUMENT for an op index out of
   // range. Otherwise one OpProfile per op, with a reason when not measured.
-  absl::Status ProfileOps(const planner::Graph& graph,
-                          const std::vector<planner::OpIndex>& ops, bool force,
-                          echo::v1::ProfileOpsResponse* response);
+  absl::StatusOr<planner::ProfileReport> ProfileOps(
+      const planner::Graph& graph, const std::vector<planner::OpIndex>& ops,
+      bool force);
 
   // Hostname, GPUs, versions, gpu_status, device catalog, cache size and
-  // profiling_enabled. server_version is the caller's.
-  void FillNodeInfo(echo::v1::GetNodeInfoResponse* response) const;
+  // profiling_enabled.
+  planner::NodeReport NodeInfo() const;
 
   // Cached time of the op on this node's GPU. Counts a hit, or a miss when
   // planner::NeedsProfiling holds for the op.
@@ -95,13 +95,17 @@ class NodeProfiler : public planner::ProfiledTimes {
                std::unique_ptr<OpTimer> timer, std::string cache_path,
                prometheus::Registry* registry);
 
+  // local_device_ as a pointer (nullptr when not in the catalog).
+  const planner::DeviceSpec* LocalDevice() const {
+    return local_device_ ? &*local_device_ : nullptr;
+  }
   // Why profiling cannot run, or OK.
   absl::Status CheckAvailable() const;
   std::string CacheKey(const planner::Graph& graph, planner::OpIndex op) const;
   // Times one op (not cached) into `profile`; returns the result label.
   absl::string_view TimeOne(const planner::Graph& graph, planner::OpIndex op,
                             std::chrono::steady_clock::time_point deadline,
-                            echo::v1::OpProfile* profile);
+                            planner::OpProfile* profile);
 
   const NodeProfilerOptions options_;
   const GpuDiscovery discovery_;

@@ -29,6 +29,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "model_graphs.h"
+#include "planner/byte_size.h"
 #include "planner/checkmate_import.h"
 #include "planner/recompute/plan_report.h"
 #include "planner/recompute/recompute_planner.h"
@@ -38,6 +39,9 @@ namespace echo::bench {
 namespace {
 
 using planner::Graph;
+using planner::kDefaultMaxOverheadRatio;
+using planner::kDefaultSolverMaxNonzeros;
+using planner::kDefaultSolverTimeLimitSeconds;
 using planner::RecomputePlan;
 using planner::RecomputePlanOptions;
 using planner::RecomputePolicy;
@@ -63,13 +67,12 @@ double FlagDouble(const std::map<std::string, std::string>& flags,
   return value;
 }
 
-std::optional<RecomputePlan> Plan(const Graph& graph,
-                                  const std::vector<double>& costs,
-                                  RecomputePolicy policy,
-                                  std::optional<int64_t> limit,
-                                  std::optional<double> ratio = std::nullopt,
-                                  double seconds = 60,
-                                  int64_t max_nonzeros = 250000) {
+std::optional<RecomputePlan> Plan(
+    const Graph& graph, const std::vector<double>& costs,
+    RecomputePolicy policy, std::optional<int64_t> limit,
+    std::optional<double> ratio = std::nullopt,
+    double seconds = kDefaultSolverTimeLimitSeconds,
+    int64_t max_nonzeros = kDefaultSolverMaxNonzeros) {
   RecomputePlanOptions options;
   options.policy = policy;
   options.memory_limit_bytes = limit;
@@ -92,10 +95,11 @@ std::string Percent(double ratio) {
 }
 
 int Quality(const std::map<std::string, std::string>& flags) {
-  const double milp_seconds = FlagDouble(flags, "milp_seconds", 60);
+  const double milp_seconds =
+      FlagDouble(flags, "milp_seconds", kDefaultSolverTimeLimitSeconds);
   const double milp_max_ops = FlagDouble(flags, "milp_max_ops", 100);
-  const int64_t milp_max_nonzeros =
-      static_cast<int64_t>(FlagDouble(flags, "milp_max_nonzeros", 250000));
+  const int64_t milp_max_nonzeros = static_cast<int64_t>(
+      FlagDouble(flags, "milp_max_nonzeros", kDefaultSolverMaxNonzeros));
   std::vector<std::string> names = {
       "vgg16_b256_train", "vgg19_b256_train", "fcn8_vgg_b32_train",
       "mobilenet_b512_train", "resnet50_b256_train"};
@@ -259,12 +263,14 @@ int Show(const std::map<std::string, std::string>& flags) {
     limit = static_cast<int64_t>(FlagDouble(flags, "fraction", 1) * plain);
   }
   std::optional<double> ratio;
-  if (flags.count("ratio")) ratio = FlagDouble(flags, "ratio", 0.05);
+  if (flags.count("ratio"))
+    ratio = FlagDouble(flags, "ratio", kDefaultMaxOverheadRatio);
   RecomputePlanOptions options;
   options.policy = *policy;
   options.memory_limit_bytes = limit;
   options.max_overhead_ratio = ratio;
-  options.solver_time_limit_seconds = FlagDouble(flags, "milp_seconds", 60);
+  options.solver_time_limit_seconds =
+      FlagDouble(flags, "milp_seconds", kDefaultSolverTimeLimitSeconds);
   options.max_recompute_depth = static_cast<int>(FlagDouble(flags, "depth", 0));
   absl::StatusOr<RecomputePlan> plan =
       planner::GenerateRecomputePlan(*graph, costs, options);

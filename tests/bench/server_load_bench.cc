@@ -16,7 +16,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "client/graph_loader.h"
+#include "adapter/graph_file.h"
 #include "client/planner_client.h"
 #include "server/echo_server.h"
 #include "spdlog/spdlog.h"
@@ -69,7 +69,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   spdlog::set_level(spdlog::level::warn);
-  absl::StatusOr<echo::v1::Graph> graph = echo::client::LoadGraphFile(args.graph);
+  absl::StatusOr<echo::v1::Graph> graph =
+      echo::adapter::LoadGraphFile(args.graph);
   if (!graph.ok()) {
     std::cerr << graph.status() << "\n";
     return 1;

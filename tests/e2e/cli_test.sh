@@ -68,8 +68,10 @@ check "malformed graph: server's INVALID_ARGUMENT naming the op" \
   grep -q "INVALID_ARGUMENT: op 'matmul_7': reads unknown tensor 'ghost'" "$work/bad.err"
 check "still serving after bad input" ctl health
 
-ctl frobnicate >/dev/null 2>&1
+ctl frobnicate >/dev/null 2>"$work/err.txt"
 check "unknown command exits 2" test $? -eq 2
+check "unknown command: one line naming it" \
+  bash -c "grep -q frobnicate '$work/err.txt' && test \$(wc -l <'$work/err.txt') -eq 1"
 
 vgg="$data/checkmate/vgg16_b256_train.json"
 ctl plan --graph "$vgg" --policy AUTO --max_overhead_ratio 0.05 --output json >"$work/plan.json"
@@ -86,9 +88,23 @@ PY
 ctl plan --graph "$vgg" --policy Chen_Sqrt >"$work/plan.txt"
 check "policy names are case-insensitive" grep -q "policy: chen_sqrt" "$work/plan.txt"
 ctl plan --graph "$vgg" --policy bogus 2>"$work/err.txt" >/dev/null
-check "unknown policy is INVALID_ARGUMENT" grep -q "INVALID_ARGUMENT: unknown policy 'bogus'" "$work/err.txt"
+check "unknown policy is a usage error (exit 2)" test $? -eq 2
+check "unknown policy: one line naming it, no gRPC code" \
+  bash -c "grep -q \"^echoctl: --policy: unknown policy 'bogus'\" '$work/err.txt' && test \$(wc -l <'$work/err.txt') -eq 1"
 ctl plan --graph "$vgg" --memory_limit_bytes lots 2>"$work/err.txt" >/dev/null
-check "malformed budget is INVALID_ARGUMENT" grep -q "INVALID_ARGUMENT: --memory_limit_bytes 'lots'" "$work/err.txt"
+check "malformed budget is a usage error (exit 2)" test $? -eq 2
+check "malformed budget names the flag" grep -q "^echoctl: --memory_limit_bytes: 'lots' is not a byte size" "$work/err.txt"
+ctl plan --graph "$vgg" --memory_limit_bytes 14GiB --output json >"$work/plan_gib.json"
+check "sizes accept 14GiB" python3 -c "import json,sys; d=json.load(open('$work/plan_gib.json')); sys.exit(0 if d['feasible'] and int(d['planned_peak_bytes']) <= 14*2**30 < int(d['baseline_peak_bytes']) else 1)"
+ctl plan --graph "$vgg" --memory_limit_bytes 1.5e10 --output json >"$work/plan_e10.json"
+check "sizes accept 1.5e10" python3 -c "import json,sys; d=json.load(open('$work/plan_e10.json')); sys.exit(0 if d['feasible'] and int(d['planned_peak_bytes']) <= 1.5e10 else 1)"
+ctl estimate --graph "$work/missing.pb" 2>"$work/err.txt" >/dev/null
+check "missing graph file: exit 1" test $? -eq 1
+check "missing graph file: the client's error, not a gRPC code" grep -qx "echoctl: cannot open $work/missing.pb" "$work/err.txt"
+ctl plan --help >"$work/help.txt"
+check "plan --help exits 0" test $? -eq 0
+check "plan --help lists plan's flags" grep -q -- "--memory_limit_bytes" "$work/help.txt"
+check "fit without --device is a usage error" bash -c "'$bin/echoctl' fit --graph '$vgg' 2>/dev/null; test \$? -eq 2"
 ctl plan --graph "$vgg" --memory_limit_bytes 1000 >"$work/plan.txt"
 check "an unreachable limit is an answer: infeasible" grep -q "INFEASIBLE" "$work/plan.txt"
 ctl estimate --graph "$vgg" --device tpu-v9 2>"$work/err.txt" >/dev/null
@@ -99,6 +115,8 @@ ctl fit --graph "$vgg" --device a100-80gb >"$work/fit.txt"
 check "fit on a100-80gb" grep -q "^fits" "$work/fit.txt"
 ctl node-info >"$work/node.txt"
 check "node-info says no GPU" grep -q "GPUs: no GPU" "$work/node.txt"
+version=$("$bin/echoctl" --version | sed -n 's/^echoctl //p')
+check "echoctl --version is the version node-info reports" grep -qx "echod: $version" "$work/node.txt"
 ctl profile --graph "$vgg" 2>"$work/err.txt" >/dev/null
 check "profile without a GPU is FAILED_PRECONDITION" grep -q "FAILED_PRECONDITION" "$work/err.txt"
 
@@ -109,6 +127,34 @@ check "metrics count served estimates" \
   grep -q 'echo_requests_total{code="OK",method="EstimateMemory"} 3' "$work/metrics.txt"
 check "metrics count plans by policy and outcome" \
   grep -q 'echo_plans_total{outcome="infeasible",policy="auto"} 1' "$work/metrics.txt"
+
+# Measured op times price only the device they were measured on.
+cat >"$work/cpu_measured.graph" <<'G'
+tensor x f32[1024,1024] input
+op mm fwd gemm x x -> y:f32[1024,1024] time=0.25 on=cpu:x86_64
+op relu fwd elementwise y -> z:f32[1024,1024] time=0.125 on=cpu:x86_64
+G
+sed 's/on=cpu:x86_64/on=H100-80GB/' "$work/cpu_measured.graph" >"$work/h100_measured.graph"
+sources() {  # sources GRAPH [FLAGS...]: "measured analytic compute_time"
+  ctl estimate --graph "$@" --output json | python3 -c "
+import json, sys
+d = json.load(sys.stdin); c = d['cost_sources']
+print(c['measured_ops'], c['analytic_ops'], d['compute_time_seconds'])"
+}
+check "no device: the measured times are used" \
+  test "$(sources "$work/cpu_measured.graph")" = "2 0 0"
+cpu_on_h100=$(sources "$work/cpu_measured.graph" --device h100-80gb)
+check "CPU-measured times do not price h100-80gb (analytic instead)" \
+  python3 -c "import sys; m, a, t = '$cpu_on_h100'.split(); sys.exit(not (m == '0' and a == '2' and 0 < float(t) < 0.01))"
+check "times measured on h100-80gb price h100-80gb as measured" \
+  test "$(sources "$work/h100_measured.graph" --device h100-80gb)" = "2 0 0.375"
+ds2="$data/graphs/deepspeech2.pb"
+ctl estimate --graph "$ds2" --device h100-80gb >"$work/ds2_h100.txt"
+ctl estimate --graph "$ds2" --device rtx-2080-ti >"$work/ds2_rtx.txt"
+h100_time=$(sed -n 's/^compute time on h100-80gb: \([0-9.]*\) s$/\1/p' "$work/ds2_h100.txt")
+rtx_time=$(sed -n 's/^compute time on rtx-2080-ti: \([0-9.]*\) s$/\1/p' "$work/ds2_rtx.txt")
+check "deepspeech2: h100-80gb computes faster than rtx-2080-ti" \
+  python3 -c "import sys; h, r = float('$h100_time' or 0), float('$rtx_time' or 0); sys.exit(0 if 0 < h < r else 1)"
 
 kill -TERM "$echod_pid"
 for _ in $(seq 1 100); do kill -0 "$echod_pid" 2>/dev/null || break; sleep 0.1; done

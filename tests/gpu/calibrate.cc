@@ -189,16 +189,15 @@ int main(int argc, char** argv) {
       return 1;
     }
     const echo::planner::OpIndex op = graph->num_ops() - 1;
-    echo::v1::ProfileOpsResponse response;
-    absl::Status status =
-        (*profiler)->ProfileOps(*graph, {op}, true, &response);
-    if (!status.ok() || !response.profiles(0).measured()) {
+    absl::StatusOr<echo::planner::ProfileReport> report =
+        (*profiler)->ProfileOps(*graph, {op}, true);
+    if (!report.ok() || !report->profiles[0].measured) {
       std::printf("%-32s not measured: %s\n", c.label.c_str(),
-                  status.ok() ? response.profiles(0).reason().c_str()
-                              : status.ToString().c_str());
+                  report.ok() ? report->profiles[0].reason.c_str()
+                              : report.status().ToString().c_str());
       continue;
     }
-    const double profiled = response.profiles(0).time_seconds();
+    const double profiled = report->profiles[0].time_seconds;
     const double analytic =
         echo::planner::AnalyticSeconds(*graph, op, *device, defaults)
             .value_or(0);

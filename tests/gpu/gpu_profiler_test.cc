@@ -6,9 +6,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "planner/cost_model.h"
-#include "planner/text_format.h"
 #include "server/profiler/gpu_backend.h"
 #include "server/profiler/node_profiler.h"
+#include "tests/unit/test_util.h"
 
 namespace echo::server {
 namespace {
@@ -32,18 +32,16 @@ class GpuProfilerTest : public ::testing::Test {
   }
 
   planner::Graph Parse(const std::string& text) {
-    absl::StatusOr<planner::Graph> graph = planner::ParseTextGraph(text);
-    EXPECT_TRUE(graph.ok()) << graph.status();
-    return *std::move(graph);
+    return testing::ParseOrFail(text);
   }
 
   // Profiles op 0 of `graph`, forced; the profile.
-  v1::OpProfile ProfileFirstOp(const planner::Graph& graph) {
-    v1::ProfileOpsResponse response;
-    absl::Status status = profiler_->ProfileOps(graph, {0}, true, &response);
-    EXPECT_TRUE(status.ok()) << status;
-    return response.profiles_size() > 0 ? response.profiles(0)
-                                        : v1::OpProfile();
+  planner::OpProfile ProfileFirstOp(const planner::Graph& graph) {
+    absl::StatusOr<planner::ProfileReport> report =
+        profiler_->ProfileOps(graph, {0}, true);
+    EXPECT_TRUE(report.ok()) << report.status();
+    return report.ok() && !report->profiles.empty() ? report->profiles[0]
+                                                    : planner::OpProfile();
   }
 
   GpuDiscovery discovery_;
@@ -65,11 +63,10 @@ TEST_F(GpuProfilerTest, DiscoveryDescribesTheGpu) {
   EXPECT_GT(gpu.memory_bytes, 0);
   EXPECT_GT(gpu.sm_count, 0);
   EXPECT_NE(discovery_.driver_version, "none");
-  v1::GetNodeInfoResponse info;
-  profiler_->FillNodeInfo(&info);
-  ASSERT_GT(info.gpus_size(), 0);
-  EXPECT_GT(info.gpus(0).free_memory_bytes(), 0);
-  EXPECT_LE(info.gpus(0).free_memory_bytes(), info.gpus(0).memory_bytes());
+  const planner::NodeReport info = profiler_->NodeInfo();
+  ASSERT_FALSE(info.gpus.empty());
+  EXPECT_GT(info.gpus[0].free_memory_bytes, 0);
+  EXPECT_LE(info.gpus[0].free_memory_bytes, info.gpus[0].memory_bytes);
 }
 
 TEST_F(GpuProfilerTest, GemmIsTimedAndNeverBeatsThePeak) {
@@ -78,17 +75,16 @@ TEST_F(GpuProfilerTest, GemmIsTimedAndNeverBeatsThePeak) {
     tensor b f16[4096,4096] input
     op mm fwd gemm a b -> c:f16[4096,4096] type=aten::mm
   )");
-  const v1::OpProfile profile = ProfileFirstOp(graph);
-  ASSERT_TRUE(profile.measured()) << profile.reason();
+  const planner::OpProfile profile = ProfileFirstOp(graph);
+  ASSERT_TRUE(profile.measured) << profile.reason;
   std::printf("f16 4096^3 GEMM: %.3f us profiled, %.3f us analytic\n",
-              profile.time_seconds() * 1e6,
-              profile.analytic_time_seconds() * 1e6);
-  EXPECT_GT(profile.time_seconds(), 0);
+              profile.time_seconds * 1e6, profile.analytic_time_seconds * 1e6);
+  EXPECT_GT(profile.time_seconds, 0);
   if (profiler_->local_device()) {
     const double peak = planner::MatrixPeakFlops(
         *profiler_->local_device(), planner::DType::kFloat16, false);
-    EXPECT_GE(profile.time_seconds(), 2.0 * 4096 * 4096 * 4096 / peak * 0.95);
-    EXPECT_LT(profile.time_seconds(), profile.analytic_time_seconds() * 5);
+    EXPECT_GE(profile.time_seconds, 2.0 * 4096 * 4096 * 4096 / peak * 0.95);
+    EXPECT_LT(profile.time_seconds, profile.analytic_time_seconds * 5);
   }
 }
 
@@ -103,9 +99,9 @@ TEST_F(GpuProfilerTest, BatchedAndF32GemmsAreTimed) {
     tensor k bf16[64,64,512] input
     op bmm fwd gemm q k -> s:bf16[64,512,512] type=aten::bmm
   )"}) {
-    const v1::OpProfile profile = ProfileFirstOp(Parse(text));
-    EXPECT_TRUE(profile.measured()) << profile.reason();
-    EXPECT_GT(profile.time_seconds(), 0);
+    const planner::OpProfile profile = ProfileFirstOp(Parse(text));
+    EXPECT_TRUE(profile.measured) << profile.reason;
+    EXPECT_GT(profile.time_seconds, 0);
   }
 }
 
@@ -117,17 +113,17 @@ TEST_F(GpuProfilerTest, ConvolutionForwardAndBackward) {
     op conv fwd conv x w -> y:f16[32,64,54,54] type=aten::convolution
     op conv_bw bwd conv dy x w -> dx:f16[32,64,56,56] dw:f16[64,64,3,3] type=aten::convolution_backward
   )");
-  v1::ProfileOpsResponse response;
-  ASSERT_TRUE(profiler_->ProfileOps(graph, {0, 1}, true, &response).ok());
-  ASSERT_EQ(response.profiles_size(), 2);
-  ASSERT_TRUE(response.profiles(0).measured()) << response.profiles(0).reason();
-  ASSERT_TRUE(response.profiles(1).measured()) << response.profiles(1).reason();
+  ASSERT_OK_AND_ASSIGN(planner::ProfileReport response,
+                       profiler_->ProfileOps(graph, {0, 1}, true));
+  ASSERT_EQ(response.profiles.size(), 2u);
+  ASSERT_TRUE(response.profiles[0].measured) << response.profiles[0].reason;
+  ASSERT_TRUE(response.profiles[1].measured) << response.profiles[1].reason;
   std::printf("conv 3x3 64->64 @56: forward %.1f us, backward %.1f us\n",
-              response.profiles(0).time_seconds() * 1e6,
-              response.profiles(1).time_seconds() * 1e6);
+              response.profiles[0].time_seconds * 1e6,
+              response.profiles[1].time_seconds * 1e6);
   // Two passes of the forward's FLOPs.
-  EXPECT_GT(response.profiles(1).time_seconds(),
-            response.profiles(0).time_seconds());
+  EXPECT_GT(response.profiles[1].time_seconds,
+            response.profiles[0].time_seconds);
 }
 
 TEST_F(GpuProfilerTest, TransposedConvolution) {
@@ -136,8 +132,8 @@ TEST_F(GpuProfilerTest, TransposedConvolution) {
     tensor w f32[64,32,3,3] parameter
     op up fwd conv x w -> y:f32[8,32,18,18] type=aten::conv_transpose2d
   )");
-  const v1::OpProfile profile = ProfileFirstOp(graph);
-  EXPECT_TRUE(profile.measured()) << profile.reason();
+  const planner::OpProfile profile = ProfileFirstOp(graph);
+  EXPECT_TRUE(profile.measured) << profile.reason;
 }
 
 TEST_F(GpuProfilerTest, MemoryBoundOpsRunNearTheBandwidth) {
@@ -146,17 +142,16 @@ TEST_F(GpuProfilerTest, MemoryBoundOpsRunNearTheBandwidth) {
     tensor b f32[67108864] input
     op add fwd elementwise a b -> c:f32[67108864] type=aten::add
   )");
-  const v1::OpProfile profile = ProfileFirstOp(graph);
-  ASSERT_TRUE(profile.measured()) << profile.reason();
+  const planner::OpProfile profile = ProfileFirstOp(graph);
+  ASSERT_TRUE(profile.measured) << profile.reason;
   const double bytes = 3.0 * 67108864 * 4;
   std::printf("add of 3 x 256 MiB: %.1f us, %.0f GB/s\n",
-              profile.time_seconds() * 1e6,
-              bytes / profile.time_seconds() / 1e9);
+              profile.time_seconds * 1e6, bytes / profile.time_seconds / 1e9);
   if (profiler_->local_device()) {
     const double bandwidth =
         profiler_->local_device()->memory_bandwidth_bytes_per_second;
-    EXPECT_GE(profile.time_seconds(), bytes / bandwidth * 0.95);
-    EXPECT_LT(profile.time_seconds(), bytes / bandwidth * 4);
+    EXPECT_GE(profile.time_seconds, bytes / bandwidth * 0.95);
+    EXPECT_LT(profile.time_seconds, bytes / bandwidth * 4);
   }
 }
 
@@ -168,15 +163,14 @@ TEST_F(GpuProfilerTest, SoftmaxNormReductionAndViews) {
     op sum fwd reduction n -> r:f16[4096] type=aten::sum
     op v fwd data_movement r -> q:f16[64,64] type=aten::view
   )");
-  v1::ProfileOpsResponse response;
-  ASSERT_TRUE(profiler_->ProfileOps(graph, {0, 1, 2, 3}, true, &response).ok());
+  ASSERT_OK_AND_ASSIGN(planner::ProfileReport response,
+                       profiler_->ProfileOps(graph, {0, 1, 2, 3}, true));
   for (int i = 0; i < 3; ++i) {
-    EXPECT_TRUE(response.profiles(i).measured())
-        << response.profiles(i).reason();
-    EXPECT_GT(response.profiles(i).time_seconds(), 0);
+    EXPECT_TRUE(response.profiles[i].measured) << response.profiles[i].reason;
+    EXPECT_GT(response.profiles[i].time_seconds, 0);
   }
-  EXPECT_TRUE(response.profiles(3).measured());
-  EXPECT_EQ(response.profiles(3).time_seconds(), 0);  // a view runs no kernel
+  EXPECT_TRUE(response.profiles[3].measured);
+  EXPECT_EQ(response.profiles[3].time_seconds, 0);  // a view runs no kernel
 }
 
 TEST_F(GpuProfilerTest, UnsupportedDtypesAndMemoryLimitsAreSkipped) {
@@ -185,7 +179,7 @@ TEST_F(GpuProfilerTest, UnsupportedDtypesAndMemoryLimitsAreSkipped) {
     tensor b i8[256,256] input
     op mm fwd gemm a b -> c:i8[256,256] type=aten::mm
   )");
-  EXPECT_THAT(ProfileFirstOp(int8).reason(), HasSubstr("skipped: GEMM timing"));
+  EXPECT_THAT(ProfileFirstOp(int8).reason, HasSubstr("skipped: GEMM timing"));
 
   NodeProfilerOptions options;
   options.enable_profiling = true;
@@ -198,10 +192,10 @@ TEST_F(GpuProfilerTest, UnsupportedDtypesAndMemoryLimitsAreSkipped) {
     tensor b f16[4096,4096] input
     op mm fwd gemm a b -> c:f16[4096,4096] type=aten::mm
   )");
-  v1::ProfileOpsResponse response;
-  ASSERT_TRUE((*tiny)->ProfileOps(gemm, {}, true, &response).ok());
-  EXPECT_FALSE(response.profiles(0).measured());
-  EXPECT_THAT(response.profiles(0).reason(), HasSubstr("of device memory"));
+  ASSERT_OK_AND_ASSIGN(planner::ProfileReport response,
+                       (*tiny)->ProfileOps(gemm, {}, true));
+  EXPECT_FALSE(response.profiles[0].measured);
+  EXPECT_THAT(response.profiles[0].reason, HasSubstr("of device memory"));
 }
 
 TEST_F(GpuProfilerTest, SecondRequestComesFromTheCache) {
@@ -210,13 +204,13 @@ TEST_F(GpuProfilerTest, SecondRequestComesFromTheCache) {
     tensor b f16[2048,512] input
     op mm fwd gemm a b -> c:f16[1024,512] type=aten::mm
   )");
-  v1::ProfileOpsResponse first, second;
-  ASSERT_TRUE(profiler_->ProfileOps(graph, {}, false, &first).ok());
-  ASSERT_TRUE(profiler_->ProfileOps(graph, {}, false, &second).ok());
-  EXPECT_TRUE(second.profiles(0).from_cache());
-  EXPECT_EQ(second.profiles(0).time_seconds(),
-            first.profiles(0).time_seconds());
-  EXPECT_EQ(profiler_->Lookup(graph, 0), first.profiles(0).time_seconds());
+  ASSERT_OK_AND_ASSIGN(planner::ProfileReport first,
+                       profiler_->ProfileOps(graph, {}, false));
+  ASSERT_OK_AND_ASSIGN(planner::ProfileReport second,
+                       profiler_->ProfileOps(graph, {}, false));
+  EXPECT_TRUE(second.profiles[0].from_cache);
+  EXPECT_EQ(second.profiles[0].time_seconds, first.profiles[0].time_seconds);
+  EXPECT_EQ(profiler_->Lookup(graph, 0), first.profiles[0].time_seconds);
 }
 
 }  // namespace

@@ -1,17 +1,20 @@
 // echod in-process on 127.0.0.1:0: EstimateMemory, health, metrics, bad input
 // and drain, through the C++ client library.
+#include <future>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "adapter/graph_convert.h"
+#include "adapter/graph_file.h"
 #include "client/planner_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "http_get.h"
-#include "server/adapter/graph_convert.h"
 #include "planner/memory_simulator.h"
 #include "server/echo_server.h"
-#include "../unit/test_util.h"
+#include "tests/unit/test_util.h"
 
 namespace echo {
 namespace {
@@ -40,8 +43,8 @@ class ServerTest : public ::testing::Test {
 
   v1::EstimateMemoryRequest Vgg16Request() {
     v1::EstimateMemoryRequest request;
-    *request.mutable_graph() =
-        adapter::GraphToProto(testing::LoadCheckmate("vgg16_b256_train"));
+    *request.mutable_graph() = testing::ValueOrFail(adapter::LoadGraphFile(
+        std::string(ECHO_TEST_DATA_DIR) + "/checkmate/vgg16_b256_train.json"));
     return request;
   }
 
@@ -125,8 +128,9 @@ TEST_F(ServerTest, OversizedRequestIsResourceExhaustedAndServerKeepsServing) {
   ASSERT_FALSE(response.ok());
   EXPECT_EQ(response.status().code(), absl::StatusCode::kResourceExhausted);
   v1::EstimateMemoryRequest small;
-  *small.mutable_graph() = adapter::GraphToProto(testing::ParseOrDie(
-      "tensor x 10 input\nop a fwd other x -> y:20\n"));
+  *small.mutable_graph() = testing::ValueOrFail(
+      adapter::ParseGraph("tensor x 10 input\nop a fwd other x -> y:20\n",
+                          adapter::GraphFormat::kEchoText, "small"));
   auto ok = client_->EstimateMemory(small);
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_EQ(ok->peak_bytes(), 30);
@@ -224,7 +228,8 @@ TEST_F(ServerTest, BadPlanRequestsAreInvalidArgument) {
   request.set_policy(static_cast<v1::RecomputePolicy>(42));
   auto plan = client_->GenerateRecomputePlan(request);
   EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(plan.status().message()), HasSubstr("unknown policy"));
+  EXPECT_THAT(std::string(plan.status().message()),
+              HasSubstr("unknown policy"));
 
   request.set_policy(v1::RECOMPUTE_POLICY_AUTO);
   request.set_max_overhead_ratio(-0.5);
@@ -251,8 +256,7 @@ TEST_F(ServerTest, UnknownDeviceIsNotFoundListingTheCatalog) {
   auto response = client_->EstimateMemory(request);
   ASSERT_FALSE(response.ok());
   EXPECT_EQ(response.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(std::string(response.status().message()),
-              HasSubstr("h100-80gb"));
+  EXPECT_THAT(std::string(response.status().message()), HasSubstr("h100-80gb"));
 }
 
 TEST_F(ServerTest, CheckFitAnswersForACatalogDevice) {
@@ -296,6 +300,32 @@ TEST_F(ServerTest, ProfilingWithoutAGpuIsFailedPrecondition) {
   EXPECT_GE(info->device_catalog_size(), 8);
   EXPECT_FALSE(info->profiling_enabled());
   EXPECT_FALSE(info->server_version().empty());
+}
+
+TEST_F(ServerTest, HeavyRequestsRunOnTheWorkerPoolAndHealthStillAnswers) {
+  server::ServerOptions options;
+  options.worker_threads = 1;
+  options.heavy_graph_ops = 0;  // every plan, fit check and profile
+  StartServer(options);
+  v1::GenerateRecomputePlanRequest request;
+  *request.mutable_graph() = Vgg16Request().graph();
+  std::vector<std::future<absl::StatusOr<v1::GenerateRecomputePlanResponse>>>
+      plans;
+  for (int i = 0; i < 4; ++i) {
+    plans.push_back(std::async(std::launch::async, [&] {
+      return client_->GenerateRecomputePlan(request);
+    }));
+  }
+  // Four plans queue on one worker; health is served meanwhile.
+  EXPECT_EQ(*client_->Health(""), HealthCheckResponse::SERVING);
+  for (auto& plan : plans) {
+    absl::StatusOr<v1::GenerateRecomputePlanResponse> answer = plan.get();
+    ASSERT_TRUE(answer.ok()) << answer.status();
+    EXPECT_TRUE(answer->feasible());
+    EXPECT_LT(answer->planned_peak_bytes(), answer->baseline_peak_bytes());
+  }
+  EXPECT_THAT(Metrics(), HasSubstr("echo_requests_total{code=\"OK\","
+                                   "method=\"GenerateRecomputePlan\"} 4"));
 }
 
 TEST_F(ServerTest, DrainTurnsHealthOffAndRefusesNewWork) {

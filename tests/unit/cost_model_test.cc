@@ -1,5 +1,6 @@
 // The op cost model: FLOPs and bytes against hand-computed values, roofline
-// times on catalog devices, source precedence, units, signatures, fitting.
+// times on catalog devices, signatures, fitting (sources and units:
+// cost_sources_test.cc).
 #include "planner/cost_model.h"
 
 #include <cmath>
@@ -50,9 +51,7 @@ Graph OneOp(OpClass op_class, std::string op_type,
     builder.AddTensor(std::move(t));
   }
   builder.AddOp(std::move(op));
-  absl::StatusOr<Graph> graph = std::move(builder).Build();
-  EXPECT_TRUE(graph.ok()) << graph.status();
-  return *std::move(graph);
+  return testing::ValueOrFail(std::move(builder).Build());
 }
 
 constexpr DType kF32 = DType::kFloat32;
@@ -280,7 +279,7 @@ TEST(CostModelWorkTest, CollectivesAreUnknown) {
       OneOp(OpClass::kCollective, "c10d::allreduce_",
             {Shaped("x", kF32, {1024})}, {Shaped("y", kF32, {1024})}, {}, 1e6);
   EXPECT_FALSE(EstimateOpWork(g, 0).known);
-  EXPECT_FALSE(AnalyticSeconds(g, 0, *FindCatalogDevice("h100-80gb"), {}));
+  EXPECT_FALSE(AnalyticSeconds(g, 0, testing::CatalogDevice("h100-80gb"), {}));
 }
 
 // ------------------------------------------------------------ roofline
@@ -293,11 +292,11 @@ TEST(CostModelRooflineTest, ComputeBoundGemmOnH100) {
   // 2 * 4096^3 = 137438953472 FLOPs / (989.5e12 * 0.7) = 1.98425e-4 s,
   // above 100663296 B / (3.35e12 * 0.8) = 3.756e-5 s; + 5 us launch.
   std::optional<double> t =
-      AnalyticSeconds(g, 0, *FindCatalogDevice("h100-80gb"), {});
+      AnalyticSeconds(g, 0, testing::CatalogDevice("h100-80gb"), {});
   ASSERT_TRUE(t.has_value());
   EXPECT_NEAR(*t, 2.0342482e-4, 1e-10);
   // On the paper's RTX 2080 Ti: 53.8 TFLOPS with FP32 accumulate.
-  EXPECT_NEAR(*AnalyticSeconds(g, 0, *FindCatalogDevice("rtx-2080-ti"), {}),
+  EXPECT_NEAR(*AnalyticSeconds(g, 0, testing::CatalogDevice("rtx-2080-ti"), {}),
               3.6544677e-3, 1e-9);
 }
 
@@ -306,7 +305,7 @@ TEST(CostModelRooflineTest, F32GemmUsesTf32OnlyWhenAllowed) {
       OneOp(OpClass::kGemm, "aten::mm",
             {Shaped("a", kF32, {1024, 1024}), Shaped("b", kF32, {1024, 1024})},
             {Shaped("c", kF32, {1024, 1024})});
-  const DeviceSpec h100 = *FindCatalogDevice("h100-80gb");
+  const DeviceSpec h100 = testing::CatalogDevice("h100-80gb");
   CostModelOptions options;
   // 2147483648 / (67e12 * 0.7) + 5e-6.
   EXPECT_NEAR(*AnalyticSeconds(g, 0, h100, options), 5.0788564e-5, 1e-11);
@@ -320,7 +319,7 @@ TEST(CostModelRooflineTest, MemoryBoundElementwiseOnH100) {
                   {Shaped("a", kF32, {1 << 24}), Shaped("b", kF32, {1 << 24})},
                   {Shaped("c", kF32, {1 << 24})});
   // 201326592 B / (3.35e12 * 0.8) + 5e-6.
-  EXPECT_NEAR(*AnalyticSeconds(g, 0, *FindCatalogDevice("h100-80gb"), {}),
+  EXPECT_NEAR(*AnalyticSeconds(g, 0, testing::CatalogDevice("h100-80gb"), {}),
               8.0121863e-5, 1e-11);
 }
 
@@ -330,143 +329,12 @@ TEST(CostModelRooflineTest, SmallSoftmaxIsLaunchBoundAndViewsCostNothing) {
             {Shaped("x", kF16, {32, 1000})}, {Shaped("y", kF16, {32, 1000})});
   // 128000 B / (616e9 * 0.6) = 3.4632e-7 s, + 5e-6.
   EXPECT_NEAR(
-      *AnalyticSeconds(softmax, 0, *FindCatalogDevice("rtx-2080-ti"), {}),
+      *AnalyticSeconds(softmax, 0, testing::CatalogDevice("rtx-2080-ti"), {}),
       5.3463203e-6, 1e-12);
   Graph view = OneOp(OpClass::kDataMovement, "aten::view",
                      {Shaped("x", kF32, {4, 8})}, {Shaped("y", kF32, {32})});
-  EXPECT_EQ(*AnalyticSeconds(view, 0, *FindCatalogDevice("h100-80gb"), {}), 0);
-}
-
-// ------------------------------------------------------------ sources
-
-class MapProfiledTimes : public ProfiledTimes {
- public:
-  explicit MapProfiledTimes(std::map<std::string, double> times)
-      : times_(std::move(times)) {}
-  std::optional<double> Lookup(const Graph& graph, OpIndex op) const override {
-    auto it = times_.find(graph.op(op).id);
-    if (it == times_.end()) return std::nullopt;
-    return it->second;
-  }
-
- private:
-  std::map<std::string, double> times_;
-};
-
-constexpr absl::string_view kMixedGraph = R"(
-  tensor x f32[64,64] input
-  tensor w f32[64,64] parameter
-  op measured fwd gemm x w -> a:f32[64,64] time=0.001 cost=1 type=aten::mm
-  op profiled fwd gemm a w -> b:f32[64,64] cost=2 type=aten::mm
-  op analytic fwd elementwise b -> c:f32[64,64] type=aten::relu
-  op relative fwd gemm c -> d:4096 cost=4
-  op unknown fwd conv d -> e:4096
-)";
-
-TEST(CostModelSourcesTest, PrecedenceAndRelativeScaling) {
-  Graph g = testing::ParseOrDie(kMixedGraph);
-  MapProfiledTimes profiled({{"profiled", 0.002}, {"measured", 9.0}});
-  const DeviceSpec h100 = *FindCatalogDevice("h100-80gb");
-  absl::StatusOr<CostTable> table = EstimateOpCosts(g, &h100, &profiled, {});
-  ASSERT_TRUE(table.ok()) << table.status();
-  EXPECT_EQ(table->unit, "seconds");
-  const std::vector<OpCostEstimate>& ops = table->ops;
-  EXPECT_EQ(ops[0].source, CostSource::kMeasured);
-  EXPECT_EQ(ops[0].cost, 0.001);
-  EXPECT_EQ(ops[1].source, CostSource::kProfiled);
-  EXPECT_EQ(ops[1].cost, 0.002);
-  EXPECT_EQ(ops[2].source, CostSource::kAnalytic);
-  // 2 * 16384 B / (3.35e12 * 0.8) + 5e-6.
-  EXPECT_NEAR(ops[2].cost, 5.0122269e-6, 1e-12);
-  // Scale = (0.001 + 0.002) s / (1 + 2) units; 4 units -> 0.004 s.
-  EXPECT_EQ(ops[3].source, CostSource::kRelative);
-  EXPECT_DOUBLE_EQ(ops[3].cost, 0.004);
-  EXPECT_EQ(ops[4].source, CostSource::kUnknown);
-  EXPECT_EQ(ops[4].cost, 0);
-
-  const CostSourceSummary summary = table->Summary();
-  for (CostSource s :
-       {CostSource::kMeasured, CostSource::kProfiled, CostSource::kAnalytic,
-        CostSource::kRelative, CostSource::kUnknown}) {
-    EXPECT_EQ(summary.count(s), 1) << CostSourceName(s);
-  }
-  const double total = 0.001 + 0.002 + ops[2].cost + 0.004;
-  EXPECT_DOUBLE_EQ(table->TotalCost(), total);
-  EXPECT_DOUBLE_EQ(summary.fraction(CostSource::kRelative), 0.004 / total);
-  EXPECT_DOUBLE_EQ(summary.fraction(CostSource::kMeasured), 0.001 / total);
-  EXPECT_EQ(summary.fraction(CostSource::kUnknown), 0);
-  EXPECT_EQ(table->Costs(),
-            (std::vector<double>{0.001, 0.002, ops[2].cost, 0.004, 0}));
-  const CostSourceSummary recomputed = table->SummaryOf({2, 2, 3});
-  EXPECT_EQ(recomputed.count(CostSource::kAnalytic), 2);
-  EXPECT_DOUBLE_EQ(recomputed.total_cost(), 2 * ops[2].cost + 0.004);
-}
-
-TEST(CostModelSourcesTest, RelativeUnitsWithoutDeviceOrTimes) {
-  Graph g = testing::ParseOrDie(R"(
-    tensor x 16 input
-    op a fwd elementwise x -> y:16 cost=3
-    op b fwd elementwise y -> z:16
-  )");
-  absl::StatusOr<CostTable> table = EstimateOpCosts(g, nullptr, nullptr);
-  ASSERT_TRUE(table.ok());
-  EXPECT_EQ(table->unit, "relative");
-  EXPECT_EQ(table->ops[0].source, CostSource::kRelative);
-  EXPECT_EQ(table->ops[0].cost, 3);
-  EXPECT_EQ(table->ops[1].source, CostSource::kUnknown);
-  EXPECT_EQ(table->Summary().fraction(CostSource::kRelative), 1);
-}
-
-TEST(CostModelSourcesTest, MeasuredTimeWithoutDeviceSwitchesToSeconds) {
-  Graph g = testing::ParseOrDie(R"(
-    tensor x 16 input
-    op a fwd elementwise x -> y:16 time=0.5
-    op b fwd elementwise y -> z:16
-    op c fwd elementwise z -> q:16 cost=7
-  )");
-  absl::StatusOr<CostTable> table = EstimateOpCosts(g, nullptr, nullptr);
-  ASSERT_TRUE(table.ok());
-  EXPECT_EQ(table->unit, "seconds");
-  EXPECT_EQ(table->ops[0].cost, 0.5);
-  // No analytic without a device; no op has both a time and a relative cost.
-  EXPECT_EQ(table->ops[1].source, CostSource::kUnknown);
-  EXPECT_EQ(table->ops[2].source, CostSource::kUnknown);
-  EXPECT_EQ(table->Summary().count(CostSource::kUnknown), 2);
-}
-
-TEST(CostModelSourcesTest, InvalidProfiledTimesAreIgnored) {
-  Graph g = testing::ParseOrDie(kMixedGraph);
-  MapProfiledTimes profiled({{"profiled", std::nan("")}});
-  const DeviceSpec h100 = *FindCatalogDevice("h100-80gb");
-  absl::StatusOr<CostTable> table = EstimateOpCosts(g, &h100, &profiled);
-  ASSERT_TRUE(table.ok());
-  EXPECT_EQ(table->ops[1].source, CostSource::kAnalytic);
-}
-
-TEST(CostModelSourcesTest, RejectsInvalidDevice) {
-  Graph g = testing::ParseOrDie(kMixedGraph);
-  DeviceSpec bad;
-  bad.name = "bad";
-  bad.memory_bytes = 1;
-  absl::StatusOr<CostTable> table = EstimateOpCosts(g, &bad, nullptr);
-  EXPECT_EQ(table.status().code(), absl::StatusCode::kInvalidArgument);
-}
-
-TEST(CostModelSourcesTest, CheckmateGraphWithDeviceScalesRelativeCosts) {
-  Graph g = testing::LoadCheckmate("vgg16_b256_train");
-  const DeviceSpec device = *FindCatalogDevice("rtx-2080-ti");
-  absl::StatusOr<CostTable> table = EstimateOpCosts(g, &device, nullptr);
-  ASSERT_TRUE(table.ok());
-  const CostSourceSummary summary = table->Summary();
-  // Checkmate graphs have sizes, not shapes: memory-bound ops are analytic,
-  // convolutions and dense layers fall back to scaled relative costs.
-  EXPECT_GT(summary.count(CostSource::kAnalytic), 0);
-  EXPECT_GT(summary.count(CostSource::kRelative), 0);
-  EXPECT_EQ(summary.count(CostSource::kAnalytic) +
-                summary.count(CostSource::kRelative) +
-                summary.count(CostSource::kUnknown),
-            g.num_ops());
-  EXPECT_GT(table->TotalCost(), 0);
+  EXPECT_EQ(*AnalyticSeconds(view, 0, testing::CatalogDevice("h100-80gb"), {}),
+            0);
 }
 
 // ------------------------------------------------------------ signatures
@@ -510,12 +378,16 @@ TEST(CostModelSignatureTest, NeedsProfiling) {
   Graph no_shapes =
       OneOp(OpClass::kGemm, "fc", {Sized("a", 100)}, {Sized("c", 50)});
   EXPECT_FALSE(NeedsProfiling(no_shapes, 0));
-  Graph measured = testing::ParseOrDie(R"(
+  Graph measured = testing::ParseOrFail(R"(
     tensor a f16[64,128] input
     tensor b f16[128,256] input
     op mm fwd gemm a b -> c:f16[64,256] time=0.001
   )");
   EXPECT_FALSE(NeedsProfiling(measured, 0));
+  // A time measured on another device (here: unknown) does not stop the
+  // profiler of a known GPU.
+  const DeviceSpec h100 = testing::CatalogDevice("h100-80gb");
+  EXPECT_TRUE(NeedsProfiling(measured, 0, &h100));
   Graph relu = OneOp(OpClass::kElementwise, "aten::relu",
                      {Shaped("a", kF32, {64})}, {Shaped("b", kF32, {64})});
   EXPECT_FALSE(NeedsProfiling(relu, 0));
@@ -560,7 +432,7 @@ TEST(CostModelCalibrationTest, FittedModelReproducesMeasurement) {
       OneOp(OpClass::kGemm, "aten::mm",
             {Shaped("a", kF16, {4096, 4096}), Shaped("b", kF16, {4096, 4096})},
             {Shaped("c", kF16, {4096, 4096})});
-  const DeviceSpec h100 = *FindCatalogDevice("h100-80gb");
+  const DeviceSpec h100 = testing::CatalogDevice("h100-80gb");
   std::optional<CalibrationSample> sample =
       MakeCalibrationSample(g, 0, h100, {}, 4e-4);
   ASSERT_TRUE(sample.has_value());

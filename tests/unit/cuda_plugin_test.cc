@@ -273,7 +273,7 @@ class GpuOpTimerTest : public ::testing::Test {
     return absl::NotFoundError(id);
   }
 
-  planner::Graph graph_ = testing::ParseOrDie(kOps);
+  planner::Graph graph_ = testing::ParseOrFail(kOps);
   TimingLimits limits_ = [] {
     TimingLimits limits;
     limits.max_memory_bytes = 1 << 20;

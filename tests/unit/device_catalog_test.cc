@@ -3,6 +3,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "test_util.h"
 
 namespace echo::planner {
 namespace {
@@ -67,11 +68,11 @@ TEST(DeviceCatalogTest, UnknownNameListsKnownOnes) {
 }
 
 TEST(DeviceCatalogTest, PeakFallbacks) {
-  const DeviceSpec v100 = *FindCatalogDevice("v100-16gb");
+  const DeviceSpec v100 = testing::CatalogDevice("v100-16gb");
   // No BF16 on Volta: the f32 vector rate.
   EXPECT_EQ(MatrixPeakFlops(v100, DType::kBFloat16, false), 15.7e12);
   EXPECT_EQ(MatrixPeakFlops(v100, DType::kFloat16, false), 125e12);
-  const DeviceSpec h100 = *FindCatalogDevice("h100-80gb");
+  const DeviceSpec h100 = testing::CatalogDevice("h100-80gb");
   EXPECT_EQ(MatrixPeakFlops(h100, DType::kFloat32, false), 67e12);
   EXPECT_EQ(MatrixPeakFlops(h100, DType::kFloat32, true), 494.5e12);
   EXPECT_EQ(VectorPeakFlops(h100, DType::kInt32), 67e12);

@@ -1,8 +1,9 @@
 // Validation of graphs: every malformed graph is rejected with a message that
 // names the offending op or tensor.
+#include "planner/graph.h"
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "planner/graph.h"
 #include "planner/text_format.h"
 #include "test_util.h"
 
@@ -19,7 +20,7 @@ void ExpectInvalid(absl::string_view text, absl::string_view fragment) {
 }
 
 TEST(GraphTest, ParsesTextFormatAndResolvesIds) {
-  Graph graph = testing::ParseOrDie(R"(
+  Graph graph = testing::ParseOrFail(R"(
     graph mlp
     tensor x f32[4,8] input
     tensor w 128 parameter
@@ -53,7 +54,7 @@ TEST(GraphTest, ParsesTextFormatAndResolvesIds) {
 }
 
 TEST(GraphTest, RandomAndCollectiveOpsAreNotRecomputableByDefault) {
-  Graph graph = testing::ParseOrDie(R"(
+  Graph graph = testing::ParseOrFail(R"(
     tensor x 16
     op drop fwd random x -> d:16
     op ar fwd collective d -> r:16
@@ -90,9 +91,10 @@ TEST(GraphTest, RejectsDoublyProducedTensor) {
 }
 
 TEST(GraphTest, RejectsReadBeforeProduced) {
-  ExpectInvalid("tensor x 4\ntensor y 4\nop a fwd other y -> z:4\n"
-                "op b fwd other x -> y",
-                "op 'a': reads tensor 'y' before its producer 'b' runs");
+  ExpectInvalid(
+      "tensor x 4\ntensor y 4\nop a fwd other y -> z:4\n"
+      "op b fwd other x -> y",
+      "op 'a': reads tensor 'y' before its producer 'b' runs");
 }
 
 TEST(GraphTest, RejectsInPlaceWrite) {
@@ -106,9 +108,8 @@ TEST(GraphTest, RejectsNegativeDimension) {
 }
 
 TEST(GraphTest, RejectsShapeOverflow) {
-  ExpectInvalid(
-      "tensor x f32[4294967296,4294967296]\nop a fwd other x -> y:4",
-      "tensor 'x': shape [4294967296,4294967296] overflows int64");
+  ExpectInvalid("tensor x f32[4294967296,4294967296]\nop a fwd other x -> y:4",
+                "tensor 'x': shape [4294967296,4294967296] overflows int64");
 }
 
 TEST(GraphTest, RejectsTotalSizeOverflow) {

@@ -25,7 +25,7 @@ constexpr char kChain[] = R"(
 )";
 
 TEST(MemorySimulatorTest, ChainPeakStepsAndBreakdown) {
-  Graph graph = testing::ParseOrDie(kChain);
+  Graph graph = testing::ParseOrFail(kChain);
   SimulationResult result = SimulatePlain(graph);
   // Live before each step, then + outputs:
   // f1: w1000 x100 + a200 = 1300 (x freed after f1)
@@ -33,8 +33,8 @@ TEST(MemorySimulatorTest, ChainPeakStepsAndBreakdown) {
   // loss: w a b + l10 = 1510
   // b2: w a b l + gb300 = 1810 (l, b freed after)
   // b1: w a gb + ga200 = 1700
-  EXPECT_EQ(result.step_bytes, (std::vector<int64_t>{1300, 1500, 1510, 1810,
-                                                     1700}));
+  EXPECT_EQ(result.step_bytes,
+            (std::vector<int64_t>{1300, 1500, 1510, 1810, 1700}));
   EXPECT_EQ(result.peak_bytes, 1810);
   EXPECT_EQ(result.peak_step, 3);
   EXPECT_EQ(result.persistent_bytes, 1000);
@@ -48,7 +48,7 @@ TEST(MemorySimulatorTest, ChainPeakStepsAndBreakdown) {
 }
 
 TEST(MemorySimulatorTest, WorkspaceCountsOnlyWhileRunning) {
-  Graph graph = testing::ParseOrDie(R"(
+  Graph graph = testing::ParseOrFail(R"(
     tensor x 100 input
     op a fwd conv x -> y:100 ws=1000
     op b fwd elementwise y -> z:100
@@ -61,7 +61,7 @@ TEST(MemorySimulatorTest, WorkspaceCountsOnlyWhileRunning) {
 }
 
 TEST(MemorySimulatorTest, UnreadOutputsAreFreedAndGraphOutputsKept) {
-  Graph graph = testing::ParseOrDie(R"(
+  Graph graph = testing::ParseOrFail(R"(
     tensor x 10 input
     op a fwd other x -> dead:1000 keep:50
     op b fwd other x -> y:5
@@ -73,7 +73,7 @@ TEST(MemorySimulatorTest, UnreadOutputsAreFreedAndGraphOutputsKept) {
 }
 
 TEST(MemorySimulatorTest, UnreadInputsAreNeverAllocated) {
-  Graph graph = testing::ParseOrDie(R"(
+  Graph graph = testing::ParseOrFail(R"(
     tensor unused 1000000 input
     tensor x 10 input
     op a fwd other x -> y:5
@@ -82,7 +82,7 @@ TEST(MemorySimulatorTest, UnreadInputsAreNeverAllocated) {
 }
 
 TEST(MemorySimulatorTest, AllocatorRounding) {
-  Graph graph = testing::ParseOrDie(kChain);
+  Graph graph = testing::ParseOrFail(kChain);
   MemoryModelOptions options;
   options.rounding_bytes = 512;
   // Every tensor rounds to 512 except w (1000 -> 1024).
@@ -93,10 +93,10 @@ TEST(MemorySimulatorTest, AllocatorRounding) {
 }
 
 TEST(MemorySimulatorTest, RecomputeScheduleFreesStashedTensor) {
-  Graph graph = testing::ParseOrDie(kChain);
+  Graph graph = testing::ParseOrFail(kChain);
   // Drop b after loss, recompute it from a right before b2.
-  Schedule schedule = {{0, false}, {1, false}, {2, false}, {1, true},
-                       {3, false}, {4, false}};
+  Schedule schedule = {{0, false}, {1, false}, {2, false},
+                       {1, true},  {3, false}, {4, false}};
   absl::StatusOr<SimulationResult> result = ReplaySchedule(graph, schedule);
   ASSERT_TRUE(result.ok()) << result.status();
   // The first b's last reader is loss, so it dies after step 2. The clone
@@ -107,7 +107,7 @@ TEST(MemorySimulatorTest, RecomputeScheduleFreesStashedTensor) {
 }
 
 TEST(MemorySimulatorTest, RecomputeLowersPeakWhenSourceIsStashedAnyway) {
-  Graph graph = testing::ParseOrDie(R"(
+  Graph graph = testing::ParseOrFail(R"(
     tensor x 10 input
     op f1 fwd gemm x -> a:100
     op f2 fwd elementwise a -> b:1000
@@ -129,12 +129,12 @@ TEST(MemorySimulatorTest, RecomputeLowersPeakWhenSourceIsStashedAnyway) {
   EXPECT_EQ(plain, 2201);
   EXPECT_EQ(replay->peak_bytes, 1300);
   EXPECT_EQ(replay->step_bytes,
-            (std::vector<int64_t>{110, 1100, 1200, 1200, 1101, 1201, 1200,
-                                  1300, 300, 110}));
+            (std::vector<int64_t>{110, 1100, 1200, 1200, 1101, 1201, 1200, 1300,
+                                  300, 110}));
 }
 
 TEST(MemorySimulatorTest, ReplayRejectsInvalidSchedules) {
-  Graph graph = testing::ParseOrDie(kChain);
+  Graph graph = testing::ParseOrFail(kChain);
   struct Case {
     Schedule schedule;
     const char* fragment;
@@ -155,14 +155,14 @@ TEST(MemorySimulatorTest, ReplayRejectsInvalidSchedules) {
 }
 
 TEST(MemorySimulatorTest, ReplayRejectsRecomputingForbiddenOp) {
-  Graph graph = testing::ParseOrDie(R"(
+  Graph graph = testing::ParseOrFail(R"(
     tensor x 10 input
     op drop fwd random x -> a:10
     op use fwd other a -> b:10
     op bw bwd other a b -> c:10
   )");
-  absl::StatusOr<SimulationResult> result = ReplaySchedule(
-      graph, {{0, false}, {1, false}, {0, true}, {2, false}});
+  absl::StatusOr<SimulationResult> result =
+      ReplaySchedule(graph, {{0, false}, {1, false}, {0, true}, {2, false}});
   ASSERT_FALSE(result.ok());
   EXPECT_THAT(std::string(result.status().message()),
               HasSubstr("op 'drop', recompute): op may not be recomputed"));
@@ -186,12 +186,11 @@ TEST_P(CheckmatePeakTest, MatchesPublishedPlainPeak) {
 
 INSTANTIATE_TEST_SUITE_P(
     Checkmate, CheckmatePeakTest,
-    ::testing::Values(
-        CheckmateCase{"vgg16_b256_train", 45, 15825108992},
-        CheckmateCase{"vgg19_b256_train", 51, 17058234368},
-        CheckmateCase{"mobilenet_b512_train", 185, 34701056000},
-        CheckmateCase{"resnet50_b256_train", 353, 38059356160},
-        CheckmateCase{"fcn8_vgg_b32_train", 73, 13484795520}),
+    ::testing::Values(CheckmateCase{"vgg16_b256_train", 45, 15825108992},
+                      CheckmateCase{"vgg19_b256_train", 51, 17058234368},
+                      CheckmateCase{"mobilenet_b512_train", 185, 34701056000},
+                      CheckmateCase{"resnet50_b256_train", 353, 38059356160},
+                      CheckmateCase{"fcn8_vgg_b32_train", 73, 13484795520}),
     [](const ::testing::TestParamInfo<CheckmateCase>& info) {
       return std::string(info.param.name);
     });

@@ -8,10 +8,11 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "adapter/device_convert.h"
+#include "adapter/profile_convert.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "planner/cost_model.h"
-#include "server/adapter/device_convert.h"
 #include "server/profiler/cuda_plugin_loader.h"
 #include "server/profiler/fake_op_timer.h"
 #include "server/profiler/gpu_backend.h"
@@ -84,10 +85,8 @@ class NodeProfilerTest : public ::testing::Test {
     timer_ = timer.get();
     timer_->SetTime(planner::OpClass::kGemm, 2e-5);
     timer_->SetTime(planner::OpClass::kOther, 3e-6);
-    absl::StatusOr<std::unique_ptr<NodeProfiler>> profiler =
-        NodeProfiler::Create(std::move(options), &registry_, std::move(timer));
-    EXPECT_TRUE(profiler.ok()) << profiler.status();
-    return *std::move(profiler);
+    return testing::ValueOrFail(
+        NodeProfiler::Create(std::move(options), &registry_, std::move(timer)));
   }
   static NodeProfilerOptions Enabled() {
     NodeProfilerOptions options;
@@ -95,15 +94,14 @@ class NodeProfilerTest : public ::testing::Test {
     return options;
   }
 
-  planner::Graph graph_ = testing::ParseOrDie(kGraph);
+  planner::Graph graph_ = testing::ParseOrFail(kGraph);
   prometheus::Registry registry_;
   FakeOpTimer* timer_ = nullptr;
 };
 
 TEST_F(NodeProfilerTest, DisabledIsFailedPrecondition) {
   std::unique_ptr<NodeProfiler> profiler = Make(NodeProfilerOptions{});
-  v1::ProfileOpsResponse response;
-  absl::Status status = profiler->ProfileOps(graph_, {}, false, &response);
+  absl::Status status = profiler->ProfileOps(graph_, {}, false).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(status.message(),
             "profiling is disabled on this node (start echod with "
@@ -117,8 +115,7 @@ TEST_F(NodeProfilerTest, NoGpuIsFailedPreconditionSayingWhy) {
   absl::StatusOr<std::unique_ptr<NodeProfiler>> profiler =
       NodeProfiler::Create(Enabled(), nullptr);
   ASSERT_TRUE(profiler.ok());
-  v1::ProfileOpsResponse response;
-  absl::Status status = (*profiler)->ProfileOps(graph_, {}, false, &response);
+  absl::Status status = (*profiler)->ProfileOps(graph_, {}, false).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(status.message(),
             absl::StrCat("profiling needs a GPU: ", discovery.status));
@@ -129,27 +126,27 @@ TEST_F(NodeProfilerTest, NoGpuIsFailedPreconditionSayingWhy) {
   ASSERT_TRUE(disabled.ok());
   EXPECT_THAT(
       std::string(
-          (*disabled)->ProfileOps(graph_, {}, false, &response).message()),
+          (*disabled)->ProfileOps(graph_, {}, false).status().message()),
       ::testing::MatchesRegex("profiling is disabled.*; profiling "
                               "needs a GPU: no GPU.*"));
 }
 
 TEST_F(NodeProfilerTest, ProfilesWhatTheModelCannotEstimateOncePerSignature) {
   std::unique_ptr<NodeProfiler> profiler = Make(Enabled());
-  v1::ProfileOpsResponse response;
-  ASSERT_TRUE(profiler->ProfileOps(graph_, {}, false, &response).ok());
-  EXPECT_EQ(response.gpu_name(), "NVIDIA H100 80GB HBM3");
-  ASSERT_EQ(response.profiles_size(), 4);  // mm1, mm2, mm3, fused
+  ASSERT_OK_AND_ASSIGN(planner::ProfileReport response,
+                       profiler->ProfileOps(graph_, {}, false));
+  EXPECT_EQ(response.gpu_name, "NVIDIA H100 80GB HBM3");
+  ASSERT_EQ(response.profiles.size(), 4u);  // mm1, mm2, mm3, fused
   const std::vector<std::string> ids = {"mm1", "mm2", "mm3", "fused"};
   const std::vector<double> times = {2e-5, 2e-5, 2e-5, 3e-6};
   const std::vector<bool> cached = {false, false, true, false};
   for (int i = 0; i < 4; ++i) {
-    const v1::OpProfile& profile = response.profiles(i);
-    EXPECT_EQ(profile.op_id(), ids[i]);
-    EXPECT_TRUE(profile.measured()) << profile.reason();
-    EXPECT_EQ(profile.time_seconds(), times[i]);
-    EXPECT_EQ(profile.from_cache(), cached[i]) << ids[i];
-    EXPECT_GT(profile.analytic_time_seconds(), 0);  // h100-80gb from the name
+    const planner::OpProfile& profile = response.profiles[i];
+    EXPECT_EQ(profile.op_id, ids[i]);
+    EXPECT_TRUE(profile.measured) << profile.reason;
+    EXPECT_EQ(profile.time_seconds, times[i]);
+    EXPECT_EQ(profile.from_cache, cached[i]) << ids[i];
+    EXPECT_GT(profile.analytic_time_seconds, 0);  // h100-80gb from the name
   }
   // mm2 and mm3 share a signature: timed once.
   EXPECT_EQ(timer_->calls().size(), 3u);
@@ -168,32 +165,32 @@ TEST_F(NodeProfilerTest, ProfilesWhatTheModelCannotEstimateOncePerSignature) {
 
 TEST_F(NodeProfilerTest, CacheHitsUnlessForced) {
   std::unique_ptr<NodeProfiler> profiler = Make(Enabled());
-  v1::ProfileOpsResponse first, second, forced;
-  ASSERT_TRUE(profiler->ProfileOps(graph_, {}, false, &first).ok());
-  ASSERT_TRUE(profiler->ProfileOps(graph_, {}, false, &second).ok());
+  ASSERT_OK(profiler->ProfileOps(graph_, {}, false));
+  ASSERT_OK_AND_ASSIGN(planner::ProfileReport second,
+                       profiler->ProfileOps(graph_, {}, false));
   EXPECT_EQ(timer_->calls().size(), 3u);
-  for (const v1::OpProfile& profile : second.profiles()) {
-    EXPECT_TRUE(profile.from_cache()) << profile.op_id();
+  for (const planner::OpProfile& profile : second.profiles) {
+    EXPECT_TRUE(profile.from_cache) << profile.op_id;
   }
   EXPECT_EQ(Metric(registry_, "echo_profile_cache_hits_total"), 4);
   timer_->SetTime(planner::OpClass::kGemm, 5e-5);
-  ASSERT_TRUE(profiler->ProfileOps(graph_, {}, true, &forced).ok());
+  ASSERT_OK_AND_ASSIGN(planner::ProfileReport forced,
+                       profiler->ProfileOps(graph_, {}, true));
   EXPECT_EQ(timer_->calls().size(), 6u);
-  EXPECT_FALSE(forced.profiles(0).from_cache());
-  EXPECT_EQ(forced.profiles(0).time_seconds(), 5e-5);
+  EXPECT_FALSE(forced.profiles[0].from_cache);
+  EXPECT_EQ(forced.profiles[0].time_seconds, 5e-5);
   EXPECT_EQ(profiler->Lookup(graph_, graph_.FindOp("mm2")), 5e-5);
 }
 
 TEST_F(NodeProfilerTest, ExplicitOpsAreProfiledWhateverTheirClass) {
   std::unique_ptr<NodeProfiler> profiler = Make(Enabled());
-  v1::ProfileOpsResponse response;
-  ASSERT_TRUE(
-      profiler->ProfileOps(graph_, {graph_.FindOp("relu")}, false, &response)
-          .ok());
-  ASSERT_EQ(response.profiles_size(), 1);
-  EXPECT_EQ(response.profiles(0).op_id(), "relu");
-  EXPECT_EQ(response.profiles(0).time_seconds(), 1e-3);
-  EXPECT_EQ(profiler->ProfileOps(graph_, {99}, false, &response).code(),
+  ASSERT_OK_AND_ASSIGN(
+      planner::ProfileReport response,
+      profiler->ProfileOps(graph_, {graph_.FindOp("relu")}, false));
+  ASSERT_EQ(response.profiles.size(), 1u);
+  EXPECT_EQ(response.profiles[0].op_id, "relu");
+  EXPECT_EQ(response.profiles[0].time_seconds, 1e-3);
+  EXPECT_EQ(profiler->ProfileOps(graph_, {99}, false).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 
@@ -203,36 +200,33 @@ TEST_F(NodeProfilerTest, MemoryFractionOfFreeMemoryBoundsTheTimer) {
   std::unique_ptr<NodeProfiler> profiler = Make(options);
   timer_->SetFreeMemoryBytes(1000);
   timer_->SetRequiredBytes(300);
-  v1::ProfileOpsResponse response;
-  ASSERT_TRUE(
-      profiler->ProfileOps(graph_, {graph_.FindOp("mm1")}, false, &response)
-          .ok());
+  ASSERT_OK_AND_ASSIGN(
+      planner::ProfileReport response,
+      profiler->ProfileOps(graph_, {graph_.FindOp("mm1")}, false));
   ASSERT_EQ(timer_->calls().size(), 1u);
   EXPECT_EQ(timer_->calls()[0].limits.max_memory_bytes, 250);
-  EXPECT_FALSE(response.profiles(0).measured());
-  EXPECT_EQ(response.profiles(0).reason(),
-            "skipped: needs 300 bytes, limit 250");
+  EXPECT_FALSE(response.profiles[0].measured);
+  EXPECT_EQ(response.profiles[0].reason, "skipped: needs 300 bytes, limit 250");
   EXPECT_EQ(Metric(registry_, "echo_profile_runs_total",
                    {{"op_class", "gemm"}, {"result", "skipped"}}),
             1);
   EXPECT_EQ(profiler->cache_entries(), 0);
   timer_->SetFreeMemoryBytes(2000);  // free memory is read per op
-  ASSERT_TRUE(
-      profiler->ProfileOps(graph_, {graph_.FindOp("mm1")}, false, &response)
-          .ok());
+  ASSERT_OK_AND_ASSIGN(
+      response, profiler->ProfileOps(graph_, {graph_.FindOp("mm1")}, false));
   EXPECT_EQ(timer_->calls()[1].limits.max_memory_bytes, 500);
-  EXPECT_TRUE(response.profiles(1).measured());
+  EXPECT_TRUE(response.profiles[0].measured);
 }
 
 TEST_F(NodeProfilerTest, TimerFailuresAreReportedPerOp) {
   std::unique_ptr<NodeProfiler> profiler = Make(Enabled());
   timer_->SetFailure(planner::OpSignature(graph_, graph_.FindOp("fused")),
                      absl::InternalError("cudaErrorLaunchFailure (719)"));
-  v1::ProfileOpsResponse response;
-  ASSERT_TRUE(profiler->ProfileOps(graph_, {}, false, &response).ok());
-  EXPECT_TRUE(response.profiles(0).measured());
-  EXPECT_FALSE(response.profiles(3).measured());
-  EXPECT_EQ(response.profiles(3).reason(),
+  ASSERT_OK_AND_ASSIGN(planner::ProfileReport response,
+                       profiler->ProfileOps(graph_, {}, false));
+  EXPECT_TRUE(response.profiles[0].measured);
+  EXPECT_FALSE(response.profiles[3].measured);
+  EXPECT_EQ(response.profiles[3].reason,
             "failed: cudaErrorLaunchFailure (719)");
   EXPECT_EQ(Metric(registry_, "echo_profile_runs_total",
                    {{"op_class", "other"}, {"result", "error"}}),
@@ -244,10 +238,8 @@ TEST_F(NodeProfilerTest, OneProfileAtATime) {
   timer_->SetCallDuration(std::chrono::milliseconds(20));
   std::vector<std::thread> threads;
   for (int i = 0; i < 4; ++i) {
-    threads.emplace_back([&] {
-      v1::ProfileOpsResponse response;
-      EXPECT_TRUE(profiler->ProfileOps(graph_, {}, true, &response).ok());
-    });
+    threads.emplace_back(
+        [&] { EXPECT_OK(profiler->ProfileOps(graph_, {}, true)); });
   }
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(timer_->calls().size(), 12u);
@@ -260,14 +252,10 @@ TEST_F(NodeProfilerTest, BusyProfilerIsResourceExhausted) {
   std::unique_ptr<NodeProfiler> profiler = Make(options);
   timer_->SetCallDuration(std::chrono::milliseconds(400));
   std::thread slow([&] {
-    v1::ProfileOpsResponse response;
-    EXPECT_TRUE(
-        profiler->ProfileOps(graph_, {graph_.FindOp("mm1")}, true, &response)
-            .ok());
+    EXPECT_OK(profiler->ProfileOps(graph_, {graph_.FindOp("mm1")}, true));
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  v1::ProfileOpsResponse response;
-  absl::Status status = profiler->ProfileOps(graph_, {}, true, &response);
+  absl::Status status = profiler->ProfileOps(graph_, {}, true).status();
   slow.join();
   EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(std::string(status.message()), HasSubstr("one at a time"));
@@ -278,13 +266,13 @@ TEST_F(NodeProfilerTest, RequestTimeBudgetSkipsTheRest) {
   options.max_seconds_per_request = 0.1;
   std::unique_ptr<NodeProfiler> profiler = Make(options);
   timer_->SetCallDuration(std::chrono::milliseconds(150));
-  v1::ProfileOpsResponse response;
-  ASSERT_TRUE(profiler->ProfileOps(graph_, {}, true, &response).ok());
+  ASSERT_OK_AND_ASSIGN(planner::ProfileReport response,
+                       profiler->ProfileOps(graph_, {}, true));
   EXPECT_EQ(timer_->calls().size(), 1u);
-  EXPECT_TRUE(response.profiles(0).measured());
+  EXPECT_TRUE(response.profiles[0].measured);
   for (int i : {1, 3}) {
-    EXPECT_FALSE(response.profiles(i).measured());
-    EXPECT_EQ(response.profiles(i).reason(),
+    EXPECT_FALSE(response.profiles[i].measured);
+    EXPECT_EQ(response.profiles[i].reason,
               "skipped: the request's time budget of 0.1 s is spent");
   }
   // mm2 and mm3 (one signature, but neither measured) and fused.
@@ -298,17 +286,16 @@ TEST_F(NodeProfilerTest, RequestTimeBudgetSkipsTheRest) {
 
 TEST_F(NodeProfilerTest, OpsEstimatedBeyondTheBudgetAreNotStarted) {
   // 2 * 65536^3 f32 FLOPs at 67e12 * 0.7: ~12 s a run, 4 runs > 30 s.
-  planner::Graph huge = testing::ParseOrDie(R"(
+  planner::Graph huge = testing::ParseOrFail(R"(
     tensor a f32[65536,65536] input
     tensor b f32[65536,65536] input
     op mm fwd gemm a b -> c:f32[65536,65536] type=aten::mm
   )");
   std::unique_ptr<NodeProfiler> profiler = Make(Enabled());
-  v1::ProfileOpsResponse response;
-  ASSERT_TRUE(profiler->ProfileOps(huge, {}, false, &response).ok());
+  ASSERT_OK_AND_ASSIGN(planner::ProfileReport response,
+                       profiler->ProfileOps(huge, {}, false));
   EXPECT_TRUE(timer_->calls().empty());
-  EXPECT_THAT(response.profiles(0).reason(),
-              StartsWith("skipped: an estimated"));
+  EXPECT_THAT(response.profiles[0].reason, StartsWith("skipped: an estimated"));
 }
 
 TEST_F(NodeProfilerTest, CachePersistsAcrossRestartsPerDeviceKey) {
@@ -317,8 +304,7 @@ TEST_F(NodeProfilerTest, CachePersistsAcrossRestartsPerDeviceKey) {
   options.cache_dir = dir.path() + "/nested/profiles";
   {
     std::unique_ptr<NodeProfiler> profiler = Make(options);
-    v1::ProfileOpsResponse response;
-    ASSERT_TRUE(profiler->ProfileOps(graph_, {}, false, &response).ok());
+    ASSERT_OK(profiler->ProfileOps(graph_, {}, false));
   }
   std::unique_ptr<NodeProfiler> restarted = Make(options);
   EXPECT_EQ(restarted->cache_load_report().entries, 3);
@@ -348,8 +334,7 @@ TEST_F(NodeProfilerTest, CorruptCacheFileIsIgnoredAtStart) {
   EXPECT_THAT(profiler->cache_load_report().error,
               HasSubstr("ignoring corrupt profile cache"));
   EXPECT_EQ(profiler->cache_entries(), 0);
-  v1::ProfileOpsResponse response;
-  EXPECT_TRUE(profiler->ProfileOps(graph_, {}, false, &response).ok());
+  EXPECT_OK(profiler->ProfileOps(graph_, {}, false));
   EXPECT_EQ(profiler->cache_entries(), 3);
 }
 
@@ -363,10 +348,9 @@ TEST_F(NodeProfilerTest, LookupCountsMissesOnlyForProfilableOps) {
 
 TEST_F(NodeProfilerTest, ProfiledTimesFeedTheCostModelForThisGpuOnly) {
   std::unique_ptr<NodeProfiler> profiler = Make(Enabled());
-  v1::ProfileOpsResponse response;
-  ASSERT_TRUE(profiler->ProfileOps(graph_, {}, false, &response).ok());
-  const planner::DeviceSpec h100 = *planner::FindCatalogDevice("h100-80gb");
-  const planner::DeviceSpec a100 = *planner::FindCatalogDevice("a100-80gb");
+  ASSERT_OK(profiler->ProfileOps(graph_, {}, false));
+  const planner::DeviceSpec h100 = testing::CatalogDevice("h100-80gb");
+  const planner::DeviceSpec a100 = testing::CatalogDevice("a100-80gb");
   EXPECT_EQ(profiler->TimesFor(&h100), profiler.get());
   EXPECT_EQ(profiler->TimesFor(&a100), nullptr);
   EXPECT_EQ(profiler->TimesFor(nullptr), nullptr);
@@ -390,18 +374,21 @@ TEST_F(NodeProfilerTest, ProfiledTimesFeedTheCostModelForThisGpuOnly) {
 
 TEST_F(NodeProfilerTest, NodeInfo) {
   std::unique_ptr<NodeProfiler> profiler = Make(Enabled());
-  v1::ProfileOpsResponse response;
-  ASSERT_TRUE(profiler->ProfileOps(graph_, {}, false, &response).ok());
-  v1::GetNodeInfoResponse info;
-  profiler->FillNodeInfo(&info);
-  EXPECT_FALSE(info.hostname().empty());
-  EXPECT_EQ(info.gpu_status(), profiler->discovery().status);
-  EXPECT_EQ(info.gpus_size(),
-            static_cast<int>(profiler->discovery().gpus.size()));
-  EXPECT_EQ(info.device_catalog_size(), 8);
-  EXPECT_EQ(info.device_catalog(0).name(), "rtx-2080-ti");
-  EXPECT_EQ(info.profile_cache_entries(), 3);
-  EXPECT_TRUE(info.profiling_enabled());
+  ASSERT_OK(profiler->ProfileOps(graph_, {}, false));
+  const planner::NodeReport info = profiler->NodeInfo();
+  EXPECT_FALSE(info.hostname.empty());
+  EXPECT_EQ(info.gpu_status, profiler->discovery().status);
+  EXPECT_EQ(info.gpus.size(), profiler->discovery().gpus.size());
+  ASSERT_EQ(info.device_catalog.size(), 8u);
+  EXPECT_EQ(info.device_catalog[0].name, "rtx-2080-ti");
+  EXPECT_EQ(info.profile_cache_entries, 3);
+  EXPECT_TRUE(info.profiling_enabled);
+  v1::GetNodeInfoResponse proto;
+  adapter::NodeReportToProto(info, &proto);
+  EXPECT_EQ(proto.hostname(), info.hostname);
+  EXPECT_EQ(proto.device_catalog_size(), 8);
+  EXPECT_EQ(proto.device_catalog(0).name(), "rtx-2080-ti");
+  EXPECT_EQ(proto.profile_cache_entries(), 3);
 }
 
 TEST(NodeProfilerOptionsTest, RejectsBadOptions) {
@@ -480,7 +467,7 @@ TEST(DeviceConvertTest, CatalogRoundTrips) {
     EXPECT_EQ(back->vector_flops, spec.vector_flops);
   }
   v1::DeviceSpec h100;
-  adapter::DeviceSpecToProto(*planner::FindCatalogDevice("h100-80gb"), &h100);
+  adapter::DeviceSpecToProto(testing::CatalogDevice("h100-80gb"), &h100);
   bool found_tf32 = false;
   for (const v1::PeakFlops& peak : h100.peak_flops()) {
     if (peak.dtype() == v1::DTYPE_FLOAT32 && peak.tensor_core()) {

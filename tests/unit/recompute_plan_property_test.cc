@@ -26,10 +26,7 @@ RecomputePlan PlanOrDie(const Graph& graph, const std::vector<double>& costs,
   options.max_overhead_ratio = ratio;
   options.memory = memory;
   options.solver_time_limit_seconds = 10;
-  absl::StatusOr<RecomputePlan> plan =
-      GenerateRecomputePlan(graph, costs, options);
-  EXPECT_TRUE(plan.ok()) << plan.status();
-  return plan.ok() ? *std::move(plan) : RecomputePlan{};
+  return testing::ValueOrFail(GenerateRecomputePlan(graph, costs, options));
 }
 
 // The plan is valid and every number it claims is the replay's.
@@ -153,12 +150,6 @@ TEST(RecomputePlanPropertyTest, OptimalOnSmallRandomGraphs) {
   }
 }
 
-std::vector<double> RelativeCosts(const Graph& graph) {
-  std::vector<double> costs;
-  for (const Op& op : graph.ops()) costs.push_back(op.relative_cost);
-  return costs;
-}
-
 struct CheckmateCase {
   const char* name;
   // AUTO meets these limits (fractions of the plain peak) ...
@@ -180,7 +171,7 @@ TEST(RecomputePlanPropertyTest, CheckmateGraphs) {
   for (const CheckmateCase& c : cases) {
     SCOPED_TRACE(c.name);
     const Graph graph = testing::LoadCheckmate(c.name);
-    const std::vector<double> costs = RelativeCosts(graph);
+    const std::vector<double> costs = testing::RelativeCosts(graph);
     const int64_t plain = SimulatePlain(graph).peak_bytes;
     for (RecomputePolicy policy :
          {RecomputePolicy::kNone, RecomputePolicy::kEcho,
@@ -210,7 +201,7 @@ TEST(RecomputePlanPropertyTest, CheckmateGraphs) {
 
 TEST(RecomputePlanPropertyTest, AutoIsWithinFivePercentOfTheMilpOnVgg16) {
   const Graph graph = testing::LoadCheckmate("vgg16_b256_train");
-  const std::vector<double> costs = RelativeCosts(graph);
+  const std::vector<double> costs = testing::RelativeCosts(graph);
   const int64_t plain = SimulatePlain(graph).peak_bytes;
   for (double fraction : {0.9, 0.84}) {
     SCOPED_TRACE(fraction);

@@ -14,28 +14,6 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-// Two gemm + elementwise layers; the backward of each gemm reads its input,
-// the elementwise backward reads the op's input. Costs: gemm 10, others 1
-// (baseline 45).
-constexpr char kChain[] = R"(
-  tensor x 10 input
-  op f1 fwd gemm x -> a:100 cost=10
-  op f2 fwd elementwise a -> b:1000 cost=1
-  op f3 fwd gemm b -> c:100 cost=10
-  op f4 fwd elementwise c -> d:1000 cost=1
-  op loss fwd reduction d -> l:1 cost=1
-  op b4 bwd elementwise l d -> gd:100 cost=1
-  op b3 bwd gemm gd b -> gc:100 cost=10
-  op b2 bwd elementwise gc a -> gb:100 cost=1
-  op b1 bwd gemm gb -> ga:10 cost=10
-)";
-
-std::vector<double> Costs(const Graph& graph) {
-  std::vector<double> costs;
-  for (const Op& op : graph.ops()) costs.push_back(op.relative_cost);
-  return costs;
-}
-
 // "f1 f2 (f2) b3" style rendering: recomputations in parentheses.
 std::string Render(const Graph& graph, const Schedule& schedule) {
   std::string out;
@@ -61,10 +39,8 @@ RecomputePlan PlanOrDie(const Graph& graph, RecomputePolicy policy,
   options.memory_limit_bytes = limit;
   options.max_overhead_ratio = ratio;
   options.solver_time_limit_seconds = 20;
-  absl::StatusOr<RecomputePlan> plan =
-      GenerateRecomputePlan(graph, Costs(graph), options);
-  EXPECT_TRUE(plan.ok()) << plan.status();
-  return plan.ok() ? *std::move(plan) : RecomputePlan{};
+  return testing::ValueOrFail(
+      GenerateRecomputePlan(graph, testing::RelativeCosts(graph), options));
 }
 
 TEST(RecomputePlanTest, PolicyNamesRoundTrip) {
@@ -76,13 +52,14 @@ TEST(RecomputePlanTest, PolicyNamesRoundTrip) {
     ASSERT_TRUE(parsed.ok());
     EXPECT_EQ(*parsed, policy);
   }
-  EXPECT_EQ(*ParseRecomputePolicy("Chen_SQRT"), RecomputePolicy::kChenSqrt);
+  EXPECT_EQ(ParseRecomputePolicy("Chen_SQRT").value_or(RecomputePolicy::kAuto),
+            RecomputePolicy::kChenSqrt);
   EXPECT_THAT(ParseRecomputePolicy("mirror").status().message(),
               HasSubstr("unknown recompute policy 'mirror'"));
 }
 
 TEST(RecomputePlanTest, RejectsBadInputs) {
-  Graph graph = testing::ParseOrDie(kChain);
+  Graph graph = testing::ParseOrFail(testing::kTwoLayerChain);
   RecomputePlanOptions options;
   auto error = [&](std::vector<double> costs) {
     absl::StatusOr<RecomputePlan> plan =
@@ -91,10 +68,10 @@ TEST(RecomputePlanTest, RejectsBadInputs) {
     return std::string(plan.status().message());
   };
   EXPECT_THAT(error({1, 2}), HasSubstr("op_costs has 2 entries"));
-  std::vector<double> costs = Costs(graph);
+  std::vector<double> costs = testing::RelativeCosts(graph);
   costs[3] = -1;
   EXPECT_THAT(error(costs), HasSubstr("op 'f4' has cost -1"));
-  costs = Costs(graph);
+  costs = testing::RelativeCosts(graph);
   options.memory_limit_bytes = -5;
   EXPECT_THAT(error(costs), HasSubstr("memory_limit_bytes is negative"));
   options.memory_limit_bytes = 100;
@@ -109,7 +86,7 @@ TEST(RecomputePlanTest, RejectsBadInputs) {
 }
 
 TEST(RecomputePlanTest, NoneIsThePlainSchedule) {
-  Graph graph = testing::ParseOrDie(kChain);
+  Graph graph = testing::ParseOrFail(testing::kTwoLayerChain);
   RecomputePlan plan = PlanOrDie(graph, RecomputePolicy::kNone);
   EXPECT_EQ(plan.schedule, PlainSchedule(graph));
   // Peak at b4: a b d l + gd = 100 + 1000 + 1000 + 1 + 100.
@@ -126,7 +103,7 @@ TEST(RecomputePlanTest, NoneIsThePlainSchedule) {
 }
 
 TEST(RecomputePlanTest, EchoKeepsCheapOpsRecomputedByTheFrontierRule) {
-  Graph graph = testing::ParseOrDie(kChain);
+  Graph graph = testing::ParseOrFail(testing::kTwoLayerChain);
   RecomputePlan plan = PlanOrDie(graph, RecomputePolicy::kEcho);
   // Cheap ops: f2, f4, loss. Frontier {f2}: releases nothing (a is also read
   // by b2) and allocates b + a = 1100; {f4}: releases c (100), allocates d
@@ -147,7 +124,7 @@ TEST(RecomputePlanTest, EchoKeepsCheapOpsRecomputedByTheFrontierRule) {
 }
 
 TEST(RecomputePlanTest, EchoGroupsSharedInputsAndStashesWhenItReleases) {
-  Graph graph = testing::ParseOrDie(R"(
+  Graph graph = testing::ParseOrFail(R"(
     tensor x 10 input
     op f1 fwd gemm x -> k:100 cost=10
     op s1 fwd elementwise k -> e1:400 cost=1
@@ -175,7 +152,7 @@ TEST(RecomputePlanTest, EchoGroupsSharedInputsAndStashesWhenItReleases) {
 }
 
 TEST(RecomputePlanTest, ChenKeepsEverySqrtNthArticulationPoint) {
-  Graph graph = testing::ParseOrDie(kChain);
+  Graph graph = testing::ParseOrFail(testing::kTwoLayerChain);
   RecomputePlan plan = PlanOrDie(graph, RecomputePolicy::kChenSqrt);
   // Five forward ops, segments of round(sqrt(5)) = 2: f2 and f4 are kept
   // (articulation points), f1, f3 and loss are recomputed; f3's output is
@@ -189,7 +166,7 @@ TEST(RecomputePlanTest, ChenKeepsEverySqrtNthArticulationPoint) {
 }
 
 TEST(RecomputePlanTest, AutoMeetsALimitAtTheLeastCost) {
-  Graph graph = testing::ParseOrDie(kChain);
+  Graph graph = testing::ParseOrFail(testing::kTwoLayerChain);
   // Recomputing f2 (cost 1) from a, which b2 keeps alive anyway, frees b
   // between f3 and b3: the peak drops to b3's 1300.
   RecomputePlan plan = PlanOrDie(graph, RecomputePolicy::kAuto, 1300);
@@ -207,7 +184,7 @@ TEST(RecomputePlanTest, AutoMeetsALimitAtTheLeastCost) {
 }
 
 TEST(RecomputePlanTest, AutoKeepsAStashUntilAReuseThenClonesIt) {
-  Graph graph = testing::ParseOrDie(kChain);
+  Graph graph = testing::ParseOrFail(testing::kTwoLayerChain);
   // Under 1250, a must not be live at b3 either: a stays stashed until f2's
   // clone reads it before b3, and f1 runs again from x (kept alive, 10 B)
   // right before b2. Cost 1 + 10. Peak at b4: x a d l gd = 1211.
@@ -220,7 +197,7 @@ TEST(RecomputePlanTest, AutoKeepsAStashUntilAReuseThenClonesIt) {
 }
 
 TEST(RecomputePlanTest, AutoReportsAnUnreachableLimit) {
-  Graph graph = testing::ParseOrDie(kChain);
+  Graph graph = testing::ParseOrFail(testing::kTwoLayerChain);
   RecomputePlan plan = PlanOrDie(graph, RecomputePolicy::kAuto, 1000);
   EXPECT_FALSE(plan.feasible);
   // The lowest peak it found, never above the plain one.
@@ -230,7 +207,7 @@ TEST(RecomputePlanTest, AutoReportsAnUnreachableLimit) {
 }
 
 TEST(RecomputePlanTest, AutoStaysWithinTheOverheadBudget) {
-  Graph graph = testing::ParseOrDie(kChain);
+  Graph graph = testing::ParseOrFail(testing::kTwoLayerChain);
   // Default budget 5% of 45 = 2.25: only f2 fits.
   RecomputePlan plan = PlanOrDie(graph, RecomputePolicy::kAuto);
   EXPECT_EQ(Render(graph, plan.schedule), "f1 f2 f3 f4 loss b4 (f2) b3 b2 b1");
@@ -250,7 +227,7 @@ TEST(RecomputePlanTest, AutoRespectsTheDepthBound) {
   // instead (peak 2831); with depth 2, f2 recomputes d from c, which g1
   // keeps anyway, and the peak is g6's 2031 (the clones run with
   // c gy d' e' = 1820).
-  Graph graph = testing::ParseOrDie(R"(
+  Graph graph = testing::ParseOrFail(R"(
     tensor x 10 input
     op f1 fwd gemm x -> c:10 cost=10
     op f2 fwd elementwise c -> d:800 cost=1
@@ -267,13 +244,13 @@ TEST(RecomputePlanTest, AutoRespectsTheDepthBound) {
   options.memory_limit_bytes = 2100;
   options.max_recompute_depth = 1;
   absl::StatusOr<RecomputePlan> shallow =
-      GenerateRecomputePlan(graph, Costs(graph), options);
+      GenerateRecomputePlan(graph, testing::RelativeCosts(graph), options);
   ASSERT_TRUE(shallow.ok());
   EXPECT_FALSE(shallow->feasible);
   EXPECT_EQ(shallow->planned_peak_bytes, 2831);
   options.max_recompute_depth = 2;
   absl::StatusOr<RecomputePlan> deep =
-      GenerateRecomputePlan(graph, Costs(graph), options);
+      GenerateRecomputePlan(graph, testing::RelativeCosts(graph), options);
   ASSERT_TRUE(deep.ok());
   EXPECT_TRUE(deep->feasible);
   EXPECT_EQ(Render(graph, deep->schedule),
@@ -283,7 +260,7 @@ TEST(RecomputePlanTest, AutoRespectsTheDepthBound) {
 }
 
 TEST(RecomputePlanTest, OptimalMatchesTheHandOptimum) {
-  Graph graph = testing::ParseOrDie(kChain);
+  Graph graph = testing::ParseOrFail(testing::kTwoLayerChain);
   RecomputePlan plan = PlanOrDie(graph, RecomputePolicy::kOptimal, 1300);
   EXPECT_EQ(plan.solver_status, "optimal");
   EXPECT_TRUE(plan.feasible);
@@ -297,7 +274,7 @@ TEST(RecomputePlanTest, OptimalMatchesTheHandOptimum) {
 }
 
 TEST(RecomputePlanTest, OptimalReportsInfeasibleLimits) {
-  Graph graph = testing::ParseOrDie(kChain);
+  Graph graph = testing::ParseOrFail(testing::kTwoLayerChain);
   RecomputePlan plan = PlanOrDie(graph, RecomputePolicy::kOptimal, 1199);
   EXPECT_EQ(plan.solver_status, "infeasible");
   EXPECT_FALSE(plan.feasible);
@@ -305,7 +282,7 @@ TEST(RecomputePlanTest, OptimalReportsInfeasibleLimits) {
 }
 
 TEST(RecomputePlanTest, PersistentAndOutputsCountInTheLowerBound) {
-  Graph graph = testing::ParseOrDie(R"(
+  Graph graph = testing::ParseOrFail(R"(
     tensor w 500 parameter
     tensor x 10 input
     op f1 fwd random x -> m:100 cost=1

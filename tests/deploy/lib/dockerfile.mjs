@@ -24,7 +24,7 @@ export const RUNTIME_PACKAGES = [
 export const BUILD_PACKAGES = [
   "build-essential", "cmake", "pkg-config", "libgrpc++-dev", "protobuf-compiler-grpc",
   "libprotobuf-dev", "protobuf-compiler", "libabsl-dev", "prometheus-cpp-dev",
-  "libspdlog-dev", "nlohmann-json3-dev", "coinor-libcbc-dev",
+  "libspdlog-dev", "nlohmann-json3-dev", "coinor-libcbc-dev", "libcli11-dev",
 ];
 // Package-name prefixes of CUDA pieces: [runtime stage, build stage].
 export const CUDA_PACKAGES = [

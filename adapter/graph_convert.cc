@@ -1,5 +1,6 @@
-#include "server/adapter/graph_convert.h"
+#include "adapter/graph_convert.h"
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
@@ -7,20 +8,34 @@ namespace echo::adapter {
 
 planner::DType DTypeFromProto(v1::DType dtype) {
   switch (dtype) {
-    case v1::DTYPE_FLOAT32: return planner::DType::kFloat32;
-    case v1::DTYPE_FLOAT16: return planner::DType::kFloat16;
-    case v1::DTYPE_BFLOAT16: return planner::DType::kBFloat16;
-    case v1::DTYPE_FLOAT64: return planner::DType::kFloat64;
-    case v1::DTYPE_INT64: return planner::DType::kInt64;
-    case v1::DTYPE_INT32: return planner::DType::kInt32;
-    case v1::DTYPE_INT16: return planner::DType::kInt16;
-    case v1::DTYPE_INT8: return planner::DType::kInt8;
-    case v1::DTYPE_UINT8: return planner::DType::kUInt8;
-    case v1::DTYPE_BOOL: return planner::DType::kBool;
-    case v1::DTYPE_FLOAT8_E4M3: return planner::DType::kFloat8E4M3;
-    case v1::DTYPE_FLOAT8_E5M2: return planner::DType::kFloat8E5M2;
-    case v1::DTYPE_COMPLEX64: return planner::DType::kComplex64;
-    default: return planner::DType::kUnspecified;
+    case v1::DTYPE_FLOAT32:
+      return planner::DType::kFloat32;
+    case v1::DTYPE_FLOAT16:
+      return planner::DType::kFloat16;
+    case v1::DTYPE_BFLOAT16:
+      return planner::DType::kBFloat16;
+    case v1::DTYPE_FLOAT64:
+      return planner::DType::kFloat64;
+    case v1::DTYPE_INT64:
+      return planner::DType::kInt64;
+    case v1::DTYPE_INT32:
+      return planner::DType::kInt32;
+    case v1::DTYPE_INT16:
+      return planner::DType::kInt16;
+    case v1::DTYPE_INT8:
+      return planner::DType::kInt8;
+    case v1::DTYPE_UINT8:
+      return planner::DType::kUInt8;
+    case v1::DTYPE_BOOL:
+      return planner::DType::kBool;
+    case v1::DTYPE_FLOAT8_E4M3:
+      return planner::DType::kFloat8E4M3;
+    case v1::DTYPE_FLOAT8_E5M2:
+      return planner::DType::kFloat8E5M2;
+    case v1::DTYPE_COMPLEX64:
+      return planner::DType::kComplex64;
+    default:
+      return planner::DType::kUnspecified;
   }
 }
 
@@ -38,17 +53,28 @@ namespace {
 
 planner::OpClass OpClassFromProto(v1::OpClass op_class) {
   switch (op_class) {
-    case v1::OP_CLASS_GEMM: return planner::OpClass::kGemm;
-    case v1::OP_CLASS_CONV: return planner::OpClass::kConv;
-    case v1::OP_CLASS_ELEMENTWISE: return planner::OpClass::kElementwise;
-    case v1::OP_CLASS_REDUCTION: return planner::OpClass::kReduction;
-    case v1::OP_CLASS_NORM: return planner::OpClass::kNorm;
-    case v1::OP_CLASS_SOFTMAX: return planner::OpClass::kSoftmax;
-    case v1::OP_CLASS_DATA_MOVEMENT: return planner::OpClass::kDataMovement;
-    case v1::OP_CLASS_RANDOM: return planner::OpClass::kRandom;
-    case v1::OP_CLASS_COLLECTIVE: return planner::OpClass::kCollective;
-    case v1::OP_CLASS_EMBEDDING: return planner::OpClass::kEmbedding;
-    default: return planner::OpClass::kOther;
+    case v1::OP_CLASS_GEMM:
+      return planner::OpClass::kGemm;
+    case v1::OP_CLASS_CONV:
+      return planner::OpClass::kConv;
+    case v1::OP_CLASS_ELEMENTWISE:
+      return planner::OpClass::kElementwise;
+    case v1::OP_CLASS_REDUCTION:
+      return planner::OpClass::kReduction;
+    case v1::OP_CLASS_NORM:
+      return planner::OpClass::kNorm;
+    case v1::OP_CLASS_SOFTMAX:
+      return planner::OpClass::kSoftmax;
+    case v1::OP_CLASS_DATA_MOVEMENT:
+      return planner::OpClass::kDataMovement;
+    case v1::OP_CLASS_RANDOM:
+      return planner::OpClass::kRandom;
+    case v1::OP_CLASS_COLLECTIVE:
+      return planner::OpClass::kCollective;
+    case v1::OP_CLASS_EMBEDDING:
+      return planner::OpClass::kEmbedding;
+    default:
+      return planner::OpClass::kOther;
   }
 }
 
@@ -64,29 +90,39 @@ v1::OpClass OpClassToProto(planner::OpClass op_class) {
 
 planner::Phase PhaseFromProto(v1::Phase phase) {
   switch (phase) {
-    case v1::PHASE_BACKWARD: return planner::Phase::kBackward;
-    case v1::PHASE_OPTIMIZER: return planner::Phase::kOptimizer;
-    default: return planner::Phase::kForward;
+    case v1::PHASE_BACKWARD:
+      return planner::Phase::kBackward;
+    case v1::PHASE_OPTIMIZER:
+      return planner::Phase::kOptimizer;
+    default:
+      return planner::Phase::kForward;
   }
 }
 
 v1::Phase PhaseToProto(planner::Phase phase) {
   switch (phase) {
-    case planner::Phase::kBackward: return v1::PHASE_BACKWARD;
-    case planner::Phase::kOptimizer: return v1::PHASE_OPTIMIZER;
-    case planner::Phase::kForward: return v1::PHASE_FORWARD;
+    case planner::Phase::kBackward:
+      return v1::PHASE_BACKWARD;
+    case planner::Phase::kOptimizer:
+      return v1::PHASE_OPTIMIZER;
+    case planner::Phase::kForward:
+      return v1::PHASE_FORWARD;
   }
   return v1::PHASE_FORWARD;
 }
 
 planner::TensorRole RoleFromProto(v1::TensorRole role) {
   switch (role) {
-    case v1::TENSOR_ROLE_PARAMETER: return planner::TensorRole::kParameter;
+    case v1::TENSOR_ROLE_PARAMETER:
+      return planner::TensorRole::kParameter;
     case v1::TENSOR_ROLE_OPTIMIZER_STATE:
       return planner::TensorRole::kOptimizerState;
-    case v1::TENSOR_ROLE_INPUT: return planner::TensorRole::kInput;
-    case v1::TENSOR_ROLE_GRADIENT: return planner::TensorRole::kGradient;
-    default: return planner::TensorRole::kActivation;
+    case v1::TENSOR_ROLE_INPUT:
+      return planner::TensorRole::kInput;
+    case v1::TENSOR_ROLE_GRADIENT:
+      return planner::TensorRole::kGradient;
+    default:
+      return planner::TensorRole::kActivation;
   }
 }
 
@@ -94,12 +130,16 @@ planner::TensorRole RoleFromProto(v1::TensorRole role) {
 
 v1::TensorRole RoleToProto(planner::TensorRole role) {
   switch (role) {
-    case planner::TensorRole::kParameter: return v1::TENSOR_ROLE_PARAMETER;
+    case planner::TensorRole::kParameter:
+      return v1::TENSOR_ROLE_PARAMETER;
     case planner::TensorRole::kOptimizerState:
       return v1::TENSOR_ROLE_OPTIMIZER_STATE;
-    case planner::TensorRole::kInput: return v1::TENSOR_ROLE_INPUT;
-    case planner::TensorRole::kGradient: return v1::TENSOR_ROLE_GRADIENT;
-    case planner::TensorRole::kActivation: return v1::TENSOR_ROLE_ACTIVATION;
+    case planner::TensorRole::kInput:
+      return v1::TENSOR_ROLE_INPUT;
+    case planner::TensorRole::kGradient:
+      return v1::TENSOR_ROLE_GRADIENT;
+    case planner::TensorRole::kActivation:
+      return v1::TENSOR_ROLE_ACTIVATION;
   }
   return v1::TENSOR_ROLE_ACTIVATION;
 }
@@ -163,6 +203,7 @@ absl::StatusOr<planner::Graph> GraphFromProto(const v1::Graph& proto) {
                           "relative_cost", spec.relative_cost)}) {
       if (!status.ok()) return status;
     }
+    spec.measured_on = op.measured_on();
     spec.workspace_bytes = op.workspace_bytes();
     spec.recomputable_set = op.has_recomputable();
     spec.recomputable = op.recomputable();
@@ -172,42 +213,53 @@ absl::StatusOr<planner::Graph> GraphFromProto(const v1::Graph& proto) {
   return std::move(builder).Build();
 }
 
-v1::Graph GraphToProto(const planner::Graph& graph) {
+absl::StatusOr<v1::Graph> GraphSpecsToProto(
+    const planner::GraphBuilder& specs) {
   v1::Graph proto;
-  proto.set_name(graph.name());
-  for (const auto& [key, value] : graph.metadata()) {
+  proto.set_name(specs.name());
+  for (const auto& [key, value] : specs.metadata()) {
     (*proto.mutable_metadata())[key] = value;
   }
-  for (const planner::Tensor& tensor : graph.tensors()) {
+  absl::flat_hash_map<std::string, v1::Tensor*> by_id;
+  for (const planner::TensorSpec& tensor : specs.tensors()) {
     v1::Tensor* out = proto.add_tensors();
     out->set_id(tensor.id);
     out->set_name(tensor.name);
     for (int64_t dim : tensor.shape) out->add_shape(dim);
     out->set_dtype(DTypeToProto(tensor.dtype));
-    out->set_size_bytes(tensor.size_bytes);
-    out->set_role(RoleToProto(tensor.role));
+    if (tensor.size_bytes >= 0) {
+      out->set_size_bytes(tensor.size_bytes);
+    }
+    if (tensor.role_set) out->set_role(RoleToProto(tensor.role));
     out->set_is_output(tensor.is_output);
+    by_id.emplace(tensor.id, out);
   }
-  for (const planner::Op& op : graph.ops()) {
+  for (const std::string& id : specs.output_ids()) {
+    auto it = by_id.find(id);
+    if (it == by_id.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor '", id, "': marked as output but not declared"));
+    }
+    it->second->set_is_output(true);
+  }
+  for (const planner::OpSpec& op : specs.ops()) {
     v1::Op* out = proto.add_ops();
     out->set_id(op.id);
     out->set_name(op.name);
     out->set_op_type(op.op_type);
     out->set_op_class(OpClassToProto(op.op_class));
     out->set_phase(PhaseToProto(op.phase));
-    for (planner::TensorIndex t : op.inputs) {
-      out->add_input_ids(graph.tensor(t).id);
-    }
-    for (planner::TensorIndex t : op.outputs) {
-      out->add_output_ids(graph.tensor(t).id);
-    }
+    for (const std::string& id : op.input_ids) out->add_input_ids(id);
+    for (const std::string& id : op.output_ids) out->add_output_ids(id);
+    // Negative numbers mean "unknown" in the specs, as in the IR.
     if (op.flops >= 0) out->set_flops(op.flops);
     if (op.measured_time_seconds >= 0) {
       out->set_measured_time_seconds(op.measured_time_seconds);
     }
+    out->set_measured_on(op.measured_on);
     if (op.relative_cost >= 0) out->set_relative_cost(op.relative_cost);
     out->set_workspace_bytes(op.workspace_bytes);
-    out->set_recomputable(op.recomputable);
+    if (op.recomputable_set) out->set_recomputable(op.recomputable);
     out->mutable_attributes()->insert(op.attributes.begin(),
                                       op.attributes.end());
   }
@@ -238,8 +290,8 @@ void FillBreakdown(const planner::MemoryBreakdown& breakdown,
 }
 
 void FillEstimate(const planner::Graph& graph,
-                  const planner::SimulationResult& result,
-                  int max_live_tensors, v1::EstimateMemoryResponse* response) {
+                  const planner::SimulationResult& result, int max_live_tensors,
+                  v1::EstimateMemoryResponse* response) {
   response->set_peak_bytes(result.peak_bytes);
   response->set_peak_step(result.peak_step);
   response->set_peak_op_id(graph.op(result.peak_op).id);

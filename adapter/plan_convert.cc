@@ -1,10 +1,11 @@
-#include "server/adapter/plan_convert.h"
+#include "adapter/plan_convert.h"
 
 #include <cmath>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "server/adapter/graph_convert.h"
+#include "adapter/graph_convert.h"
+#include "planner/status_macros.h"
 
 namespace echo::adapter {
 
@@ -24,8 +25,9 @@ absl::StatusOr<planner::RecomputePolicy> PolicyFromProto(int policy) {
     case v1::RECOMPUTE_POLICY_OPTIMAL:
       return planner::RecomputePolicy::kOptimal;
     default:
-      return absl::InvalidArgumentError(absl::StrCat(
-          "unknown policy ", policy, " (AUTO, NONE, ECHO, CHEN_SQRT, OPTIMAL)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown policy ", policy,
+                       " (AUTO, NONE, ECHO, CHEN_SQRT, OPTIMAL)"));
   }
 }
 
@@ -33,9 +35,12 @@ absl::StatusOr<planner::RecomputePolicy> PolicyFromProto(int policy) {
 
 v1::RecomputePolicy PolicyToProto(planner::RecomputePolicy policy) {
   switch (policy) {
-    case planner::RecomputePolicy::kAuto: return v1::RECOMPUTE_POLICY_AUTO;
-    case planner::RecomputePolicy::kNone: return v1::RECOMPUTE_POLICY_NONE;
-    case planner::RecomputePolicy::kEcho: return v1::RECOMPUTE_POLICY_ECHO;
+    case planner::RecomputePolicy::kAuto:
+      return v1::RECOMPUTE_POLICY_AUTO;
+    case planner::RecomputePolicy::kNone:
+      return v1::RECOMPUTE_POLICY_NONE;
+    case planner::RecomputePolicy::kEcho:
+      return v1::RECOMPUTE_POLICY_ECHO;
     case planner::RecomputePolicy::kChenSqrt:
       return v1::RECOMPUTE_POLICY_CHEN_SQRT;
     case planner::RecomputePolicy::kOptimal:
@@ -47,10 +52,7 @@ v1::RecomputePolicy PolicyToProto(planner::RecomputePolicy policy) {
 absl::StatusOr<planner::RecomputePlanOptions> PlanOptionsFromProto(
     const v1::GenerateRecomputePlanRequest& request) {
   planner::RecomputePlanOptions options;
-  absl::StatusOr<planner::RecomputePolicy> policy =
-      PolicyFromProto(request.policy());
-  if (!policy.ok()) return policy.status();
-  options.policy = *policy;
+  ASSIGN_OR_RETURN(options.policy, PolicyFromProto(request.policy()));
   if (request.has_memory_limit_bytes() && request.has_max_overhead_ratio()) {
     return absl::InvalidArgumentError(
         "give at most one budget: memory_limit_bytes or max_overhead_ratio");
@@ -83,10 +85,7 @@ absl::StatusOr<planner::RecomputePlanOptions> PlanOptionsFromProto(
                      request.max_recompute_depth()));
   }
   options.max_recompute_depth = request.max_recompute_depth();
-  absl::StatusOr<planner::MemoryModelOptions> memory =
-      MemoryModelFromProto(request.allocator());
-  if (!memory.ok()) return memory.status();
-  options.memory = *memory;
+  ASSIGN_OR_RETURN(options.memory, MemoryModelFromProto(request.allocator()));
   return options;
 }
 
@@ -101,8 +100,7 @@ void FillPlanResponse(const planner::Graph& graph,
   response->set_baseline_compute_cost(plan.baseline_compute_cost);
   response->set_recompute_cost(plan.recompute_cost);
   response->set_recompute_overhead_ratio(plan.recompute_overhead_ratio);
-  response->mutable_schedule()->Reserve(
-      static_cast<int>(plan.schedule.size()));
+  response->mutable_schedule()->Reserve(static_cast<int>(plan.schedule.size()));
   for (const planner::Execution& e : plan.schedule) {
     v1::Execution* out = response->add_schedule();
     out->set_op_id(graph.op(e.op).id);
@@ -129,6 +127,27 @@ void FillPlanResponse(const planner::Graph& graph,
   response->set_solver_status(plan.solver_status);
   response->set_solver_bound_cost(plan.solver_bound_cost);
   response->set_message(plan.message);
+}
+
+absl::StatusOr<planner::FitOptions> FitOptionsFromProto(
+    const v1::CheckFitRequest& request) {
+  planner::FitOptions options;
+  if (request.has_max_overhead_ratio()) {
+    options.max_overhead_ratio = request.max_overhead_ratio();
+  }
+  options.reserved_bytes = request.reserved_bytes();
+  ASSIGN_OR_RETURN(options.memory, MemoryModelFromProto(request.allocator()));
+  return options;
+}
+
+void FillFitResponse(const planner::FitResult& result,
+                     v1::CheckFitResponse* response) {
+  response->set_fits(result.fits);
+  response->set_fits_without_recompute(result.fits_without_recompute);
+  response->set_baseline_peak_bytes(result.baseline_peak_bytes);
+  response->set_planned_peak_bytes(result.planned_peak_bytes);
+  response->set_recompute_overhead_ratio(result.recompute_overhead_ratio);
+  response->set_message(result.message);
 }
 
 }  // namespace echo::adapter

@@ -1,8 +1,11 @@
-// Reads a training graph from a file for the client: Checkmate node-link
-// JSON, proto3 JSON, binary or text `echo.v1.Graph` protos, or the planner's
-// readable text format.
-#ifndef ECHO_CLIENT_GRAPH_LOADER_H_
-#define ECHO_CLIENT_GRAPH_LOADER_H_
+// Reads a training graph file as an `echo.v1.Graph`, for clients: Checkmate
+// node-link JSON, proto3 JSON, binary or text protos, or the planner's
+// readable text format. Only syntax is checked here: the proto formats are
+// parsed as they are, the other two by the planner's importers into
+// declarations (GraphBuilder) that become the proto without a Graph being
+// built. The server validates the graph, once.
+#ifndef ECHO_ADAPTER_GRAPH_FILE_H_
+#define ECHO_ADAPTER_GRAPH_FILE_H_
 
 #include <string>
 
@@ -10,7 +13,7 @@
 #include "absl/strings/string_view.h"
 #include "echo/v1/graph.pb.h"
 
-namespace echo::client {
+namespace echo::adapter {
 
 enum class GraphFormat {
   kAuto,       // from the extension, then the content
@@ -23,14 +26,14 @@ enum class GraphFormat {
 
 absl::StatusOr<GraphFormat> ParseGraphFormat(absl::string_view name);
 
-absl::StatusOr<v1::Graph> LoadGraphFile(const std::string& path,
-                                        GraphFormat format = GraphFormat::kAuto);
+absl::StatusOr<v1::Graph> LoadGraphFile(
+    const std::string& path, GraphFormat format = GraphFormat::kAuto);
 
 // The same, from bytes already read.
 absl::StatusOr<v1::Graph> ParseGraph(const std::string& content,
                                      GraphFormat format,
                                      absl::string_view name_for_errors);
 
-}  // namespace echo::client
+}  // namespace echo::adapter
 
-#endif  // ECHO_CLIENT_GRAPH_LOADER_H_
+#endif  // ECHO_ADAPTER_GRAPH_FILE_H_

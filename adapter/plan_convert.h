@@ -1,11 +1,11 @@
 // Proto <-> planner for recompute plans.
-#ifndef ECHO_SERVER_ADAPTER_PLAN_CONVERT_H_
-#define ECHO_SERVER_ADAPTER_PLAN_CONVERT_H_
+#ifndef ECHO_ADAPTER_PLAN_CONVERT_H_
+#define ECHO_ADAPTER_PLAN_CONVERT_H_
 
 #include "absl/status/statusor.h"
 #include "echo/v1/planner.pb.h"
 #include "planner/graph.h"
-#include "planner/recompute/recompute_planner.h"
+#include "planner/recompute/plan.h"
 
 namespace echo::adapter {
 
@@ -22,6 +22,16 @@ void FillPlanResponse(const planner::Graph& graph,
                       planner::RecomputePolicy policy,
                       v1::GenerateRecomputePlanResponse* response);
 
+// The request's budget and allocator; device_memory_bytes is the caller's
+// (from the resolved device). An unset max_overhead_ratio stays unset (the
+// planner's default applies); 0 means no extra compute.
+absl::StatusOr<planner::FitOptions> FitOptionsFromProto(
+    const v1::CheckFitRequest& request);
+
+// Everything but device_memory_bytes.
+void FillFitResponse(const planner::FitResult& result,
+                     v1::CheckFitResponse* response);
+
 }  // namespace echo::adapter
 
-#endif  // ECHO_SERVER_ADAPTER_PLAN_CONVERT_H_
+#endif  // ECHO_ADAPTER_PLAN_CONVERT_H_

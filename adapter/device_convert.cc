@@ -1,11 +1,12 @@
-#include "server/adapter/device_convert.h"
+#include "adapter/device_convert.h"
 
 #include <map>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "server/adapter/graph_convert.h"
+#include "adapter/graph_convert.h"
+#include "planner/status_macros.h"
 
 namespace echo::adapter {
 
@@ -37,9 +38,8 @@ absl::StatusOr<planner::DeviceSpec> DeviceSpecFromProto(
 }
 
 absl::StatusOr<planner::DeviceSpec> ResolveDevice(const v1::DeviceSpec& proto) {
-  absl::StatusOr<planner::DeviceSpec> spec = DeviceSpecFromProto(proto);
-  if (!spec.ok()) return spec.status();
-  return planner::ResolveDeviceSpec(*spec);
+  ASSIGN_OR_RETURN(planner::DeviceSpec spec, DeviceSpecFromProto(proto));
+  return planner::ResolveDeviceSpec(spec);
 }
 
 void DeviceSpecToProto(const planner::DeviceSpec& spec, v1::DeviceSpec* proto) {

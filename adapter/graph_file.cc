@@ -1,4 +1,4 @@
-#include "client/graph_loader.h"
+#include "adapter/graph_file.h"
 
 #include <fstream>
 #include <sstream>
@@ -7,13 +7,14 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "adapter/graph_convert.h"
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/json_util.h"
 #include "planner/checkmate_import.h"
+#include "planner/status_macros.h"
 #include "planner/text_format.h"
-#include "server/adapter/graph_convert.h"
 
-namespace echo::client {
+namespace echo::adapter {
 
 absl::StatusOr<GraphFormat> ParseGraphFormat(absl::string_view name) {
   const std::string lower = absl::AsciiStrToLower(name);
@@ -23,9 +24,9 @@ absl::StatusOr<GraphFormat> ParseGraphFormat(absl::string_view name) {
   if (lower == "binary" || lower == "pb") return GraphFormat::kBinary;
   if (lower == "textproto" || lower == "pbtxt") return GraphFormat::kTextProto;
   if (lower == "text" || lower == "graph") return GraphFormat::kEchoText;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown graph format '", name,
-      "' (auto, checkmate, json, binary, textproto, text)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown graph format '", name,
+                   "' (auto, checkmate, json, binary, textproto, text)"));
 }
 
 namespace {
@@ -41,15 +42,17 @@ GraphFormat DetectFormat(const std::string& path, const std::string& content) {
   if (ends(".graph")) return GraphFormat::kEchoText;
   if (ends(".json")) {
     return absl::StrContains(content, "\"links\"") ? GraphFormat::kCheckmate
-                                                    : GraphFormat::kProtoJson;
+                                                   : GraphFormat::kProtoJson;
   }
   return GraphFormat::kBinary;
 }
 
-absl::StatusOr<v1::Graph> FromPlanner(
-    absl::StatusOr<planner::Graph> graph) {
-  if (!graph.ok()) return graph.status();
-  return adapter::GraphToProto(*graph);
+// The importers' declarations straight to the proto: no Graph is built
+// here, the server validates the graph once.
+absl::StatusOr<v1::Graph> FromSpecs(
+    absl::StatusOr<planner::GraphBuilder> specs) {
+  ASSIGN_OR_RETURN(const planner::GraphBuilder declared, std::move(specs));
+  return GraphSpecsToProto(declared);
 }
 
 }  // namespace
@@ -68,13 +71,13 @@ absl::StatusOr<v1::Graph> ParseGraph(const std::string& content,
   switch (format) {
     case GraphFormat::kCheckmate: {
       absl::StatusOr<v1::Graph> result =
-          FromPlanner(planner::ImportCheckmateJson(content));
+          FromSpecs(planner::ImportCheckmateSpecs(content));
       if (!result.ok()) return fail(result.status().message());
       return result;
     }
     case GraphFormat::kEchoText: {
       absl::StatusOr<v1::Graph> result =
-          FromPlanner(planner::ParseTextGraph(content));
+          FromSpecs(planner::ParseTextGraphSpecs(content));
       if (!result.ok()) return fail(result.status().message());
       return result;
     }
@@ -112,4 +115,4 @@ absl::StatusOr<v1::Graph> LoadGraphFile(const std::string& path,
   return ParseGraph(buffer.str(), format, path);
 }
 
-}  // namespace echo::client
+}  // namespace echo::adapter

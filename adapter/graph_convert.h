@@ -1,7 +1,7 @@
 // Proto <-> planner IR for graphs and memory results. The only place that
 // knows both representations; the planner never sees a proto.
-#ifndef ECHO_SERVER_ADAPTER_GRAPH_CONVERT_H_
-#define ECHO_SERVER_ADAPTER_GRAPH_CONVERT_H_
+#ifndef ECHO_ADAPTER_GRAPH_CONVERT_H_
+#define ECHO_ADAPTER_GRAPH_CONVERT_H_
 
 #include "absl/status/statusor.h"
 #include "echo/v1/graph.pb.h"
@@ -15,8 +15,11 @@ namespace echo::adapter {
 // InvalidArgument naming the op or tensor.
 absl::StatusOr<planner::Graph> GraphFromProto(const v1::Graph& proto);
 
-// The inverse, for clients that import other formats.
-v1::Graph GraphToProto(const planner::Graph& graph);
+// Declarations an importer collected (planner/text_format.h,
+// planner/checkmate_import.h), unvalidated, as a proto: a client sends them
+// without building a Graph, and the server validates the graph once.
+// INVALID_ARGUMENT only for an output mark naming no declared tensor.
+absl::StatusOr<v1::Graph> GraphSpecsToProto(const planner::GraphBuilder& specs);
 
 absl::StatusOr<planner::MemoryModelOptions> MemoryModelFromProto(
     const v1::AllocatorModel& allocator);
@@ -39,4 +42,4 @@ void FillBreakdown(const planner::MemoryBreakdown& breakdown,
 
 }  // namespace echo::adapter
 
-#endif  // ECHO_SERVER_ADAPTER_GRAPH_CONVERT_H_
+#endif  // ECHO_ADAPTER_GRAPH_CONVERT_H_

@@ -1,6 +1,6 @@
 // Proto <-> planner for devices and cost-source summaries.
-#ifndef ECHO_SERVER_ADAPTER_DEVICE_CONVERT_H_
-#define ECHO_SERVER_ADAPTER_DEVICE_CONVERT_H_
+#ifndef ECHO_ADAPTER_DEVICE_CONVERT_H_
+#define ECHO_ADAPTER_DEVICE_CONVERT_H_
 
 #include "absl/status/statusor.h"
 #include "echo/v1/device.pb.h"
@@ -27,4 +27,4 @@ void CostSourceSummaryToProto(const planner::CostSourceSummary& summary,
 
 }  // namespace echo::adapter
 
-#endif  // ECHO_SERVER_ADAPTER_DEVICE_CONVERT_H_
+#endif  // ECHO_ADAPTER_DEVICE_CONVERT_H_

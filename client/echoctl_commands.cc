@@ -1,0 +1,262 @@
+#include "client/echoctl_commands.h"
+
+#include <iostream>
+#include <string>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "adapter/graph_file.h"
+#include "google/protobuf/util/json_util.h"
+#include "planner/byte_size.h"
+
+namespace echo::client {
+namespace {
+
+// The server's error (or the channel's): the gRPC code name and message.
+int RpcError(const absl::Status& status) {
+  std::string code = absl::StatusCodeToString(status.code());
+  for (char& c : code) c = c == ' ' ? '_' : absl::ascii_toupper(c);
+  std::cerr << "echoctl: " << code << ": " << status.message() << "\n";
+  return 1;
+}
+
+// Reads --graph into `graph`; on failure prints the client's error (no gRPC
+// code: nothing was sent) and returns false.
+bool LoadGraph(const EchoctlFlags& flags, v1::Graph* graph) {
+  absl::StatusOr<adapter::GraphFormat> format =
+      adapter::ParseGraphFormat(flags.format);
+  absl::StatusOr<v1::Graph> loaded =
+      format.ok() ? adapter::LoadGraphFile(flags.graph, *format)
+                  : absl::StatusOr<v1::Graph>(format.status());
+  if (!loaded.ok()) {
+    std::cerr << "echoctl: " << loaded.status().message() << "\n";
+    return false;
+  }
+  *graph = *std::move(loaded);
+  return true;
+}
+
+void PrintJson(const google::protobuf::Message& message) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = true;
+  std::string json;
+  (void)google::protobuf::util::MessageToJsonString(message, &json, options);
+  std::cout << json;
+}
+
+void PrintBreakdown(const v1::MemoryBreakdown& b) {
+  const std::pair<const char*, int64_t> rows[] = {
+      {"parameters", b.parameter_bytes()},
+      {"optimizer state", b.optimizer_state_bytes()},
+      {"gradients", b.gradient_bytes()},
+      {"inputs", b.input_bytes()},
+      {"stashed activations", b.stashed_activation_bytes()},
+      {"transient", b.transient_bytes()},
+      {"workspace", b.workspace_bytes()},
+  };
+  for (const auto& [name, bytes] : rows) {
+    std::cout << absl::StrFormat("  %-20s %16d bytes  %12s\n", name, bytes,
+                                 planner::HumanBytes(bytes));
+  }
+}
+
+}  // namespace
+
+int RunHealth(PlannerClient& client) {
+  absl::StatusOr<grpc::health::v1::HealthCheckResponse::ServingStatus> status =
+      client.Health("");
+  if (!status.ok()) return RpcError(status.status());
+  const std::string name =
+      grpc::health::v1::HealthCheckResponse::ServingStatus_Name(*status);
+  std::cout << name << "\n";
+  return *status == grpc::health::v1::HealthCheckResponse::SERVING ? 0 : 1;
+}
+
+int RunEstimate(PlannerClient& client, const EchoctlFlags& flags) {
+  v1::EstimateMemoryRequest request;
+  if (!LoadGraph(flags, request.mutable_graph())) return 1;
+  if (!flags.device.empty()) request.mutable_device()->set_name(flags.device);
+  request.mutable_allocator()->set_rounding_bytes(
+      flags.allocator_rounding_bytes);
+  request.set_max_live_tensors(flags.live_tensors);
+  absl::StatusOr<v1::EstimateMemoryResponse> response =
+      client.EstimateMemory(request);
+  if (!response.ok()) return RpcError(response.status());
+  if (flags.json_output) {
+    PrintJson(*response);
+    return 0;
+  }
+  std::cout << "graph: " << request.graph().name() << " ("
+            << response->op_count() << " ops, " << response->tensor_count()
+            << " tensors)\n";
+  std::cout << "peak: " << response->peak_bytes() << " bytes ("
+            << planner::HumanBytes(response->peak_bytes()) << ") at step "
+            << response->peak_step() << " (op '" << response->peak_op_id()
+            << "')\n";
+  if (response->compute_time_seconds() > 0) {
+    std::cout << absl::StrFormat("compute time on %s: %.6f s\n",
+                                 request.device().name(),
+                                 response->compute_time_seconds());
+  }
+  std::cout << "breakdown at the peak:\n";
+  PrintBreakdown(response->breakdown());
+  if (response->live_at_peak_size() > 0) {
+    std::cout << "largest tensors live at the peak:\n";
+    for (const v1::LiveTensor& live : response->live_at_peak()) {
+      std::cout << absl::StrFormat(
+          "  %-24s %16d bytes  %-16s from op '%s'\n", live.tensor_id(),
+          live.size_bytes(),
+          absl::AsciiStrToLower(v1::TensorRole_Name(live.role()).substr(12)),
+          live.producer_op_id());
+    }
+  }
+  return 0;
+}
+
+int RunPlan(PlannerClient& client, const EchoctlFlags& flags) {
+  v1::GenerateRecomputePlanRequest request;
+  if (!LoadGraph(flags, request.mutable_graph())) return 1;
+  request.set_policy(flags.policy);
+  if (flags.memory_limit_bytes) {
+    request.set_memory_limit_bytes(*flags.memory_limit_bytes);
+  }
+  if (flags.max_overhead_ratio) {
+    request.set_max_overhead_ratio(*flags.max_overhead_ratio);
+  }
+  if (!flags.device.empty()) request.mutable_device()->set_name(flags.device);
+  request.mutable_allocator()->set_rounding_bytes(
+      flags.allocator_rounding_bytes);
+  request.set_solver_time_limit_seconds(flags.solver_time_limit_seconds);
+  absl::StatusOr<v1::GenerateRecomputePlanResponse> response =
+      client.GenerateRecomputePlan(request);
+  if (!response.ok()) return RpcError(response.status());
+  if (flags.json_output) {
+    PrintJson(*response);
+    return 0;
+  }
+  const v1::GenerateRecomputePlanResponse& plan = *response;
+  int recomputes = 0;
+  for (const v1::Execution& e : plan.schedule()) recomputes += e.recompute();
+  std::cout << "policy: "
+            << absl::AsciiStrToLower(
+                   v1::RecomputePolicy_Name(plan.policy()).substr(17))
+            << (plan.feasible() ? "" : "  (INFEASIBLE: budget not met)")
+            << "\n";
+  std::cout << absl::StrFormat(
+      "peak: %d -> %d bytes (%s -> %s, %.2fx smaller)\n",
+      plan.baseline_peak_bytes(), plan.planned_peak_bytes(),
+      planner::HumanBytes(plan.baseline_peak_bytes()),
+      planner::HumanBytes(plan.planned_peak_bytes()),
+      plan.planned_peak_bytes() > 0
+          ? static_cast<double>(plan.baseline_peak_bytes()) /
+                plan.planned_peak_bytes()
+          : 0.0);
+  std::cout << absl::StrFormat(
+      "extra compute: %.6g of %.6g %s (overhead %.2f%%), %d recomputations\n",
+      plan.recompute_cost(), plan.baseline_compute_cost(), plan.cost_unit(),
+      100 * plan.recompute_overhead_ratio(), recomputes);
+  std::cout << "lower bound on any plan's peak: "
+            << plan.peak_lower_bound_bytes() << " bytes\n";
+  std::cout << absl::StrFormat(
+      "stashed tensors: %d, regions: %d, solved in "
+      "%.3f ms",
+      plan.stash_tensor_ids_size(), plan.regions_size(),
+      plan.solve_time_seconds() * 1e3);
+  if (!plan.solver_status().empty()) {
+    std::cout << " (" << plan.solver_status() << ")";
+  }
+  std::cout << "\n";
+  for (const v1::RecomputeRegion& region : plan.regions()) {
+    std::cout << "  recompute [" << absl::StrJoin(region.op_ids(), " ")
+              << "] from [" << absl::StrJoin(region.source_tensor_ids(), " ")
+              << "]: " << region.explanation() << "\n";
+  }
+  if (!plan.message().empty()) std::cout << plan.message() << "\n";
+  return 0;
+}
+
+int RunFit(PlannerClient& client, const EchoctlFlags& flags) {
+  v1::CheckFitRequest request;
+  if (!LoadGraph(flags, request.mutable_graph())) return 1;
+  request.mutable_device()->set_name(flags.device);
+  request.mutable_allocator()->set_rounding_bytes(
+      flags.allocator_rounding_bytes);
+  if (flags.max_overhead_ratio) {
+    request.set_max_overhead_ratio(*flags.max_overhead_ratio);
+  }
+  absl::StatusOr<v1::CheckFitResponse> response = client.CheckFit(request);
+  if (!response.ok()) return RpcError(response.status());
+  if (flags.json_output) {
+    PrintJson(*response);
+  } else {
+    std::cout << (response->fits() ? "fits" : "does not fit") << ": "
+              << response->message() << "\n";
+  }
+  return response->fits() ? 0 : 3;
+}
+
+int RunProfile(PlannerClient& client, const EchoctlFlags& flags) {
+  v1::ProfileOpsRequest request;
+  if (!LoadGraph(flags, request.mutable_graph())) return 1;
+  request.set_force(flags.force);
+  absl::StatusOr<v1::ProfileOpsResponse> response = client.ProfileOps(request);
+  if (!response.ok()) return RpcError(response.status());
+  if (flags.json_output) {
+    PrintJson(*response);
+    return 0;
+  }
+  std::cout << "GPU: " << response->gpu_name() << "\n";
+  for (const v1::OpProfile& p : response->profiles()) {
+    if (p.measured()) {
+      std::cout << absl::StrFormat("  %-24s %12.3f us%s (analytic %.3f us)\n",
+                                   p.op_id(), p.time_seconds() * 1e6,
+                                   p.from_cache() ? " (cached)" : "",
+                                   p.analytic_time_seconds() * 1e6);
+    } else {
+      std::cout << absl::StrFormat("  %-24s not measured: %s\n", p.op_id(),
+                                   p.reason());
+    }
+  }
+  return 0;
+}
+
+int RunNodeInfo(PlannerClient& client, const EchoctlFlags& flags) {
+  absl::StatusOr<v1::GetNodeInfoResponse> response = client.GetNodeInfo();
+  if (!response.ok()) return RpcError(response.status());
+  if (flags.json_output) {
+    PrintJson(*response);
+    return 0;
+  }
+  const v1::GetNodeInfoResponse& info = *response;
+  std::cout << "host: " << info.hostname() << "\n";
+  std::cout << "echod: " << info.server_version() << "\n";
+  std::cout << "GPUs: " << info.gpu_status() << "\n";
+  for (const v1::GpuInfo& gpu : info.gpus()) {
+    std::cout << absl::StrFormat("  [%d] %s, %s, %d SMs, sm_%s\n", gpu.index(),
+                                 gpu.name(),
+                                 planner::HumanBytes(gpu.memory_bytes()),
+                                 gpu.sm_count(), gpu.compute_capability());
+  }
+  if (!info.driver_version().empty()) {
+    std::cout << "driver " << info.driver_version() << ", CUDA runtime "
+              << info.cuda_runtime_version() << ", cuBLAS "
+              << info.cublas_version() << ", cuDNN " << info.cudnn_version()
+              << "\n";
+  }
+  std::cout << "profiling: "
+            << (info.profiling_enabled() ? "enabled" : "disabled")
+            << ", profile cache entries: " << info.profile_cache_entries()
+            << "\n";
+  std::cout << "device catalog:";
+  for (const v1::DeviceSpec& device : info.device_catalog()) {
+    std::cout << " " << device.name();
+  }
+  std::cout << "\n";
+  return 0;
+}
+
+}  // namespace echo::client

@@ -1,0 +1,42 @@
+// echoctl's commands: each builds its request from the parsed flags, calls
+// echod and prints the answer (text, or proto3 JSON with --output json).
+// Exit codes: 0 done, 1 an error (the server's, printed with its gRPC code,
+// or the client's, printed without one), 3 `fit`: does not fit. Usage
+// errors (exit 2) never get here: echoctl_main.cc's parser reports them.
+#ifndef ECHO_CLIENT_ECHOCTL_COMMANDS_H_
+#define ECHO_CLIENT_ECHOCTL_COMMANDS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "client/planner_client.h"
+#include "echo/v1/planner.pb.h"
+
+namespace echo::client {
+
+// Every flag of every command, parsed and checked.
+struct EchoctlFlags {
+  bool json_output = false;
+  std::string graph;
+  std::string format = "auto";
+  std::string device;
+  v1::RecomputePolicy policy = v1::RECOMPUTE_POLICY_AUTO;
+  std::optional<int64_t> memory_limit_bytes;
+  std::optional<double> max_overhead_ratio;
+  double solver_time_limit_seconds = 0;
+  int64_t allocator_rounding_bytes = 0;
+  int32_t live_tensors = 10;
+  bool force = false;
+};
+
+int RunHealth(PlannerClient& client);
+int RunEstimate(PlannerClient& client, const EchoctlFlags& flags);
+int RunPlan(PlannerClient& client, const EchoctlFlags& flags);
+int RunFit(PlannerClient& client, const EchoctlFlags& flags);
+int RunProfile(PlannerClient& client, const EchoctlFlags& flags);
+int RunNodeInfo(PlannerClient& client, const EchoctlFlags& flags);
+
+}  // namespace echo::client
+
+#endif  // ECHO_CLIENT_ECHOCTL_COMMANDS_H_

@@ -1,0 +1,39 @@
+#include "planner/recompute/plan.h"
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+
+namespace echo::planner {
+
+absl::StatusOr<RecomputePolicy> ParseRecomputePolicy(absl::string_view name) {
+  const std::string lower = absl::AsciiStrToLower(name);
+  if (lower == "auto") return RecomputePolicy::kAuto;
+  if (lower == "none") return RecomputePolicy::kNone;
+  if (lower == "echo") return RecomputePolicy::kEcho;
+  if (lower == "chen_sqrt") return RecomputePolicy::kChenSqrt;
+  if (lower == "optimal") return RecomputePolicy::kOptimal;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown recompute policy '", name,
+                   "'; expected auto, none, echo, chen_sqrt or optimal"));
+}
+
+absl::string_view RecomputePolicyName(RecomputePolicy policy) {
+  switch (policy) {
+    case RecomputePolicy::kAuto:
+      return "auto";
+    case RecomputePolicy::kNone:
+      return "none";
+    case RecomputePolicy::kEcho:
+      return "echo";
+    case RecomputePolicy::kChenSqrt:
+      return "chen_sqrt";
+    case RecomputePolicy::kOptimal:
+      return "optimal";
+  }
+  return "unknown";
+}
+
+}  // namespace echo::planner

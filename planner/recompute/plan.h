@@ -1,0 +1,125 @@
+// Recompute plans: the policy and budget a caller asks for, and the plan a
+// pass returns (design.md section 4, "Plan semantics"). Plain data, no
+// solver: the adapter and clients use these types without linking the
+// passes. Every default of recompute planning is here.
+#ifndef ECHO_PLANNER_RECOMPUTE_PLAN_H_
+#define ECHO_PLANNER_RECOMPUTE_PLAN_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "planner/graph.h"
+#include "planner/memory_simulator.h"
+
+namespace echo::planner {
+
+enum class RecomputePolicy { kAuto, kNone, kEcho, kChenSqrt, kOptimal };
+
+// The overhead budget when a request gives neither budget (plans) or no
+// overhead budget (fit checks): extra compute <= 5% of the baseline.
+inline constexpr double kDefaultMaxOverheadRatio = 0.05;
+// AUTO's default bound on the ops one recomputation re-runs.
+inline constexpr int kDefaultMaxRecomputeDepth = 16;
+// OPTIMAL: CBC's time limit, and the model size beyond which the MILP is
+// refused (its root LP is not interruptible; VGG16 has 34k nonzeros, FCN8
+// 94k, MobileNet 600k, whose root takes minutes).
+inline constexpr double kDefaultSolverTimeLimitSeconds = 60;
+inline constexpr int64_t kDefaultSolverMaxNonzeros = 250000;
+
+// Op attribute that overrides the policies' rules: "stash" never recomputes
+// the op (e.g. the LSTM cell state), "recompute" makes a rule-heavy op cheap
+// for ECHO. op.recomputable = false always wins.
+inline constexpr char kRecomputeHintAttribute[] = "recompute_hint";
+
+struct RecomputePlanOptions {
+  RecomputePolicy policy = RecomputePolicy::kAuto;
+  // Minimize extra cost subject to peak <= limit.
+  std::optional<int64_t> memory_limit_bytes;
+  // Minimize peak subject to recompute_cost <= ratio * baseline_cost; 0
+  // means no recomputation at all. Neither budget set: minimize the peak
+  // with ratio kDefaultMaxOverheadRatio. Both set: InvalidArgument.
+  std::optional<double> max_overhead_ratio;
+  // OPTIMAL only: bounds CBC's search and the model size
+  // (RESOURCE_EXHAUSTED beyond it).
+  double solver_time_limit_seconds = kDefaultSolverTimeLimitSeconds;
+  int64_t solver_max_nonzeros = kDefaultSolverMaxNonzeros;
+  // Longest chain of ops one recomputation may re-run (AUTO). 0: the
+  // default, kDefaultMaxRecomputeDepth or the chain depth of the ECHO and
+  // CHEN_SQRT plans of the graph if deeper (AUTO falls back on them). ECHO
+  // and CHEN_SQRT follow their papers and ignore it; OPTIMAL's chains are
+  // unbounded.
+  int max_recompute_depth = 0;
+  // AUTO's search effort: 0 greedy + cleanup; 1 (default) + re-insertion
+  // local search on graphs up to 600 ops; 2 local search on every graph and
+  // op, and greedy restarts at tighter targets (slower, rarely better).
+  int auto_effort = 1;
+  MemoryModelOptions memory;
+};
+
+// A region: clones that run together (consecutive in the schedule) and are
+// connected by data or by a shared stashed source.
+struct RecomputeRegionReport {
+  std::vector<OpIndex> ops;                 // re-executed ops, schedule order
+  std::vector<TensorIndex> source_tensors;  // stashed tensors it reads
+  std::vector<TensorIndex> freed_tensors;   // no longer stashed thanks to it
+  int64_t bytes_saved_at_peak = 0;
+  double recompute_cost = 0;
+  std::string explanation;
+};
+
+struct RecomputePlan {
+  // False: the memory limit cannot be met (not an error).
+  bool feasible = true;
+  // Always a valid schedule (the best found, or the plain one).
+  Schedule schedule;
+  // Forward-produced tensors kept for the backward, ascending.
+  std::vector<TensorIndex> stash;
+  std::vector<RecomputeRegionReport> regions;
+  int64_t baseline_peak_bytes = 0;
+  int64_t planned_peak_bytes = 0;
+  // No valid schedule of this graph can have a lower peak.
+  int64_t peak_lower_bound_bytes = 0;
+  double baseline_compute_cost = 0;
+  double recompute_cost = 0;
+  double recompute_overhead_ratio = 0;
+  double solve_time_seconds = 0;
+  // OPTIMAL: "optimal" | "time_limit_feasible" | "time_limit_no_solution" |
+  // "infeasible"; the other policies: "heuristic".
+  std::string solver_status;
+  // OPTIMAL: the MILP's best bound on the recompute cost.
+  double solver_bound_cost = 0;
+  std::string message;
+};
+
+// A fit check (fit_check.h): the device's memory and the overhead budget.
+struct FitOptions {
+  int64_t device_memory_bytes = 0;
+  // Bytes the framework keeps for itself (CUDA context, ...).
+  int64_t reserved_bytes = 0;
+  // Largest acceptable recompute overhead, as in RecomputePlanOptions: unset
+  // means kDefaultMaxOverheadRatio, 0 means no extra compute at all.
+  std::optional<double> max_overhead_ratio;
+  MemoryModelOptions memory;
+};
+
+struct FitResult {
+  bool fits = false;
+  bool fits_without_recompute = false;
+  int64_t baseline_peak_bytes = 0;
+  int64_t planned_peak_bytes = 0;
+  double recompute_overhead_ratio = 0;
+  std::string message;
+};
+
+// Case-insensitive: auto none echo chen_sqrt optimal.
+absl::StatusOr<RecomputePolicy> ParseRecomputePolicy(absl::string_view name);
+// Lower case.
+absl::string_view RecomputePolicyName(RecomputePolicy policy);
+
+}  // namespace echo::planner
+
+#endif  // ECHO_PLANNER_RECOMPUTE_PLAN_H_

@@ -1,0 +1,130 @@
+// The pass registry, the one meaning of max_overhead_ratio (unset: the
+// default budget; 0: no extra compute) in plans and in fit checks.
+#include "planner/recompute/recompute_pass.h"
+
+#include <optional>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "planner/recompute/fit_check.h"
+#include "planner/recompute/recompute_planner.h"
+#include "test_util.h"
+
+namespace echo::planner {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(RecomputePassRegistryTest, EveryPolicyHasItsPass) {
+  for (RecomputePolicy policy :
+       {RecomputePolicy::kAuto, RecomputePolicy::kNone, RecomputePolicy::kEcho,
+        RecomputePolicy::kChenSqrt, RecomputePolicy::kOptimal}) {
+    EXPECT_EQ(RecomputePassFor(policy).policy(), policy)
+        << RecomputePolicyName(policy);
+  }
+}
+
+TEST(RecomputePassRegistryTest, OnlyOptimalNeedsAMemoryLimit) {
+  RecomputePlanOptions options;
+  for (RecomputePolicy policy :
+       {RecomputePolicy::kAuto, RecomputePolicy::kNone, RecomputePolicy::kEcho,
+        RecomputePolicy::kChenSqrt}) {
+    EXPECT_OK(RecomputePassFor(policy).CheckOptions(options));
+  }
+  EXPECT_THAT(std::string(RecomputePassFor(RecomputePolicy::kOptimal)
+                              .CheckOptions(options)
+                              .message()),
+              HasSubstr("set memory_limit_bytes"));
+  options.memory_limit_bytes = 1000;
+  options.solver_time_limit_seconds = 0;
+  EXPECT_THAT(std::string(RecomputePassFor(RecomputePolicy::kOptimal)
+                              .CheckOptions(options)
+                              .message()),
+              HasSubstr("solver_time_limit_seconds"));
+}
+
+TEST(OverheadBudgetTest, ZeroMeansNoExtraComputeUnsetMeansTheDefault) {
+  const Graph graph = testing::ParseOrFail(testing::kTwoLayerChain);
+  RecomputePlanOptions options;
+  options.max_overhead_ratio = 0;
+  ASSERT_OK_AND_ASSIGN(
+      RecomputePlan none,
+      GenerateRecomputePlan(graph, testing::RelativeCosts(graph), options));
+  EXPECT_EQ(none.recompute_cost, 0);
+  EXPECT_EQ(none.planned_peak_bytes, 2201);
+  options.max_overhead_ratio.reset();
+  ASSERT_OK_AND_ASSIGN(
+      RecomputePlan by_default,
+      GenerateRecomputePlan(graph, testing::RelativeCosts(graph), options));
+  EXPECT_GT(by_default.recompute_cost, 0);
+  EXPECT_LE(by_default.recompute_overhead_ratio, kDefaultMaxOverheadRatio);
+  EXPECT_LT(by_default.planned_peak_bytes, 2201);
+}
+
+// On kTwoLayerChain, AUTO meets 1300 bytes by recomputing f2 (cost 1 of 45,
+// 2.2%) and 1250 bytes only for cost 11 (24%): see recompute_plan_test.cc.
+FitResult Fit(int64_t device_memory_bytes, std::optional<double> ratio,
+              int64_t reserved_bytes = 0) {
+  const Graph graph = testing::ParseOrFail(testing::kTwoLayerChain);
+  FitOptions options;
+  options.device_memory_bytes = device_memory_bytes;
+  options.reserved_bytes = reserved_bytes;
+  options.max_overhead_ratio = ratio;
+  return testing::ValueOrFail(
+      CheckFit(graph, testing::RelativeCosts(graph), options));
+}
+
+TEST(FitCheckTest, FitsWithoutRecomputation) {
+  const FitResult fit = Fit(3000, std::nullopt);
+  EXPECT_TRUE(fit.fits);
+  EXPECT_TRUE(fit.fits_without_recompute);
+  EXPECT_EQ(fit.baseline_peak_bytes, 2201);
+  EXPECT_EQ(fit.planned_peak_bytes, 2201);
+  EXPECT_EQ(fit.message,
+            "fits without recomputation: peak 2201 of 3000 usable bytes");
+}
+
+TEST(FitCheckTest, TheOverheadBudgetMeansWhatItMeansForPlans) {
+  // Unset: the default 5% admits recomputing f2 (2.2%).
+  FitResult fit = Fit(1300, std::nullopt);
+  EXPECT_TRUE(fit.fits);
+  EXPECT_FALSE(fit.fits_without_recompute);
+  EXPECT_EQ(fit.planned_peak_bytes, 1300);
+  EXPECT_DOUBLE_EQ(fit.recompute_overhead_ratio, 1.0 / 45);
+  // 0: no extra compute at all.
+  fit = Fit(1300, 0.0);
+  EXPECT_FALSE(fit.fits);
+  EXPECT_THAT(fit.message, HasSubstr("above the 0.00% budget"));
+  // The reserve comes off the device's memory.
+  EXPECT_TRUE(Fit(1400, std::nullopt, 100).fits);
+  EXPECT_FALSE(Fit(1400, std::nullopt, 150).fits);
+  // 1250 bytes cost 24%: over the default, within 0.5.
+  EXPECT_FALSE(Fit(1250, std::nullopt).fits);
+  EXPECT_TRUE(Fit(1250, 0.5).fits);
+}
+
+TEST(FitCheckTest, AnUnreachableMemoryIsAnAnswer) {
+  const FitResult fit = Fit(100, std::nullopt);
+  EXPECT_FALSE(fit.fits);
+  EXPECT_THAT(fit.message,
+              HasSubstr("does not fit even with maximal recomputation"));
+}
+
+TEST(FitCheckTest, RejectsNegativeBudgets) {
+  const Graph graph = testing::ParseOrFail(testing::kTwoLayerChain);
+  FitOptions options;
+  options.device_memory_bytes = 1000;
+  options.max_overhead_ratio = -1;
+  EXPECT_EQ(
+      CheckFit(graph, testing::RelativeCosts(graph), options).status().code(),
+      absl::StatusCode::kInvalidArgument);
+  options.max_overhead_ratio.reset();
+  options.reserved_bytes = -1;
+  EXPECT_EQ(
+      CheckFit(graph, testing::RelativeCosts(graph), options).status().code(),
+      absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace echo::planner
