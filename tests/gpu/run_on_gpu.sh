@@ -59,7 +59,7 @@ venv="$out/venv"
   | tee -a "$summary"
 
 cd "$root/tests/python" || exit 1
-stage frontier 210 "$venv/bin/python" bench_frontier.py --cuda --out "$out/frontier"
-stage nmt_paper 150 "$venv/bin/python" bench_frontier.py --cuda --models nmt-paper \
+stage frontier 240 "$venv/bin/python" bench_frontier.py --cuda --out "$out/frontier"
+stage nmt_paper 180 "$venv/bin/python" bench_frontier.py --cuda --models nmt-paper \
   --out "$out/nmt_paper"
 cat "$summary"

@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
-"""Memory / extra-compute frontier: torch's activation-memory budget against
-Echo's plans, per model of the suite, on the same inputs.
+"""Memory / extra-compute frontier of torch's activation-memory budget and of Echo's plans.
+
+Per model of the suite, on the same inputs.
 
   export ECHO_TORCH_CACHE_DIR=/tmp/bench_plan_cache
   build/venv/bin/python tests/python/bench_frontier.py \
-      [--models nmt,transformer,gpt] [--nmt-paper] [--server HOST:PORT] \
-      [--out tests/python/frontier]
+      [--models nmt,transformer,gpt,nmt-paper] [--nmt-paper] [--cuda] \
+      [--server HOST:PORT] [--out tests/python/frontier]
 
 Without --server it starts build/bin/echod (or $ECHO_ECHOD) on a free port.
-Models at their CI sizes (models.build); --nmt-paper adds the NMT at
-models.NMT_PAPER size (slow on CPU).
+Models at their CI sizes (models.build); nmt-paper (or --nmt-paper) is the
+NMT at models.NMT_PAPER size (slow on CPU). --cuda runs on the GPU and
+measures peaks with torch.cuda.max_memory_allocated (tests/gpu/run_on_gpu.sh).
+Rendering (tables, frontiers, plots) is in frontier_report.py.
 
 Points, per model (one training step each, same inputs, same seed):
 
@@ -82,20 +85,33 @@ with extra roofline <= 5% (the same extra-compute allowance).
 Checks: each point's loss must equal eager's (torch.testing tolerance
 rtol 1e-5, atol 1e-6; torch.manual_seed(0) before every step, so dropout
 draws the same masks) and its gradients too (rtol 1e-4, atol 1e-6, as
-test_models); a mismatch prints a WARNING. Torch budget points
-whose partition equals the default's (same saved bytes, same recomputed
-ops) are flagged "no change".
+test_models); a mismatch prints a WARNING. A torch budget point whose
+partition equals an earlier torch point's (same saved bytes, same
+recomputed ops) is flagged "same as <point>" ("no change" when that is the
+default).
+
+torch budget points on models with BatchNorm can fail in the backward: the
+min-cut partition recomputes a batch norm in the backward and so saves its
+running-stat buffers, which AOTAutograd then updates in place after the
+forward ("modified by an inplace operation"; torch's own boxed compilers
+fail the same way). Such a point is retried with the saved buffers cloned in
+the forward (_clone_saved_buffers, a few KiB) and marked; points that still
+fail are listed as failed, with their Echo @ peak(B) point.
 
 Output: one markdown table per model, the two frontiers and a summary line
 each on stdout; with --out DIR also DIR/results.json, DIR/frontier.md,
 DIR/frontier.png (one subplot per model, y = MiB held for backward) and
-DIR/frontier_peak.png (y = measured step peak).
+DIR/frontier_peak.png (y = measured step peak). --render DIR rewrites
+frontier.md and the plots from DIR/results.json without measuring.
+
+Runtime: all five models at CI size take about 10 minutes on a shared 2-core
+machine (NMT and DeepSpeech2 about 4 minutes each), most of it the 14
+captures per model.
 """
 import argparse
 import collections
 import json
 import os
-import platform
 import sys
 import time
 import warnings
@@ -112,13 +128,10 @@ from echo_torch.executor import program_from_graph_module
 from echo_torch.plan_cache import PlanCache
 from echo_torch.planners import PlanRequestOptions, ServerPlanner
 
-MIB = 1 << 20
-DEVICE = "h100-80gb"
-BUDGETS = (0.9, 0.7, 0.5, 0.3, 0.1)
-ECHO_OVERHEAD = 0.05
-SUMMARY_CAP = 5.0  # percent extra roofline compute
-EPS_X = 0.1  # percentage points of extra roofline compute that count as equal
-EPS_Y = 1024  # bytes
+from frontier_report import (BUDGETS, DEVICE, ECHO_OVERHEAD, MIB, frontier_lines,
+                             frontier_summary, model_table, summary_line,
+                             write_outputs)
+
 _pl = proto.planner_pb2
 _g = proto.graph_pb2
 
@@ -205,14 +218,41 @@ def measure_point(model, wrapped, inputs):
     return result, flops
 
 
-def torch_point(model, inputs, budget):
+def _clone_saved_buffers(fw, primals, num_fwd_outputs):
+    """Workaround for min-cut partitions that save a buffer primal (BatchNorm
+    running stats, read by a recomputed batch norm) for the backward:
+    AOTAutograd's runtime then updates the buffer in place after the forward,
+    and autograd rejects the saved tensor in the backward ("modified by an
+    inplace operation"). The forward saves a clone (taken before the update)
+    instead. Returns how many saved outputs were cloned."""
+    placeholders = [n for n in fw.graph.nodes if n.op == "placeholder"]
+    buffers = {n for n, info in zip(placeholders, primals) if info.kind == "buffer"}
+    output = next(n for n in fw.graph.nodes if n.op == "output")
+    values = list(output.args[0])
+    cloned = 0
+    for i, value in enumerate(values):
+        if i >= num_fwd_outputs and value in buffers:
+            with fw.graph.inserting_before(output):
+                clone = fw.graph.call_function(torch.ops.aten.clone.default, (value,))
+            clone.meta = dict(value.meta)
+            values[i] = clone
+            cloned += 1
+    output.args = (tuple(values),)
+    fw.recompile()
+    return cloned
+
+
+def torch_point(model, inputs, budget, clone_saved_buffers=False):
     """min-cut partition under activation_memory_budget=budget (None: the
     default). Returns (StepResult, flops, record) where record has the
-    converted joint, fw and bw GraphModules."""
+    converted joint, fw and bw GraphModules and the names of fw's ops.
+    clone_saved_buffers: apply _clone_saved_buffers to the partition."""
     from torch._functorch.aot_autograd import aot_module
     from torch._functorch.partitioners import min_cut_rematerialization_partition
 
-    primals = [info for info, _ in capture_lib.module_primals(model, inputs, {})]
+    # PrimalInfo per primal ((info, tensor) pairs in older echo_torch).
+    primals = [p[0] if isinstance(p, tuple) else p
+               for p in capture_lib.module_primals(model, inputs, {})]
     record = {}
 
     def partition_fn(joint_module, joint_inputs, *, num_fwd_outputs, **kw):
@@ -222,6 +262,9 @@ def torch_point(model, inputs, budget):
         fw, bw = min_cut_rematerialization_partition(
             joint_module, joint_inputs, num_fwd_outputs=num_fwd_outputs, **kw)
         record["fw"], record["bw"] = fw, bw
+        record["fw_names"] = {n.name for n in fw.graph.nodes if n.op == "call_function"}
+        if clone_saved_buffers:
+            record["cloned_buffers"] = _clone_saved_buffers(fw, primals, num_fwd_outputs)
         return fw, bw
 
     def compiler(gm, _example):
@@ -243,7 +286,7 @@ def torch_recomputed(record):
     converted = record["converted"]
     forward_ops = {op.id: i for i, op in enumerate(converted.graph.ops)
                    if op.phase == _g.PHASE_FORWARD}
-    fw_names = {n.name for n in record["fw"].graph.nodes if n.op == "call_function"}
+    fw_names = record["fw_names"]  # before any workaround added ops
     bw_names = [n.name for n in record["bw"].graph.nodes if n.op == "call_function"]
     recomputed = [forward_ops[n] for n in bw_names if n in forward_ops and n in fw_names]
     moved = [forward_ops[n] for n in bw_names if n in forward_ops and n not in fw_names]
@@ -311,9 +354,9 @@ def build_model(name):
     return models.build(name)
 
 
-def bench_model(name, client, roofline, use_cache=False):
-    model = build_model(name)
-    inputs = models.example_inputs(model)
+def bench_model(name, client, roofline, use_cache=False, device="cpu"):
+    model = build_model(name).to(device)
+    inputs = tuple(x.to(device) for x in models.example_inputs(model))
     started = time.perf_counter()
     points = []
 
@@ -343,47 +386,86 @@ def bench_model(name, client, roofline, use_cache=False):
     # partition's capture (the same trace: the plain step).
     eager, eager_flops = measure_point(model, model, inputs)
 
+    def failed(label, series, error):
+        model.zero_grad(set_to_none=True)
+        message = " ".join(f"{type(error).__name__}: {error}".split())[:300]
+        points.append(dict(label=label, kind="failed", series=series, error=message))
+        log(f"  [{name}] {label}: FAILED: {message}")
+
     # torch: default partition and the budgets.
     torch_results = {}
     plain_graph = None
     for budget in (None,) + BUDGETS:
-        result, flops, record = torch_point(model, inputs, budget)
+        label = "torch default" if budget is None else f"torch budget {budget}"
+        workaround = {}
+        try:
+            try:
+                result, flops, record = torch_point(model, inputs, budget)
+            except RuntimeError as error:
+                if "modified by an inplace operation" not in str(error):
+                    raise
+                # A saved BatchNorm buffer (see _clone_saved_buffers): say so
+                # and measure the partition with the buffers cloned.
+                model.zero_grad(set_to_none=True)
+                message = " ".join(str(error).split())[:160]
+                log(f"  [{name}] {label}: fails as is ({message}); retrying with the saved "
+                    "buffers cloned")
+                result, flops, record = torch_point(model, inputs, budget,
+                                                    clone_saved_buffers=True)
+                workaround = dict(workaround="saved buffers cloned",
+                                  cloned_buffers=record.get("cloned_buffers", 0),
+                                  error_as_is=message)
+        except Exception as error:  # noqa: BLE001 - a point that fails is reported
+            failed(label, "torch", error)
+            continue
         recomputed, moved = torch_recomputed(record)
         if plain_graph is None:
             plain_graph = record["converted"].graph
             add("eager", "eager", eager, eager_flops, plain_graph, [])
+            points.insert(0, points.pop())
             log(f"  [{name}] joint graph: {len(plain_graph.ops)} ops")
-        label = "torch default" if budget is None else f"torch budget {budget}"
         point = add(label, "torch", result, flops, record["converted"].graph, recomputed,
-                    moved, budget=1.0 if budget is None else budget)
+                    moved, budget=1.0 if budget is None else budget, **workaround)
         torch_results[budget] = point
         del record
+    if plain_graph is None:  # every torch point failed
+        from echo_torch import capture_graph
+        plain_graph = capture_graph(model, *inputs).graph
+        add("eager", "eager", eager, eager_flops, plain_graph, [])
+        points.insert(0, points.pop())
 
-    # Echo AUTO at the torch points' measured peaks (the default's too).
+    # Echo: AUTO at the torch points' measured peaks (the default's too),
+    # AUTO at 5% extra compute, ECHO.
+    runs = []
     for budget in (None,) + BUDGETS:
-        limit = torch_results[budget]["peak_bytes"]
-        result, flops, wrapped, recomputed = echo_point(model, inputs, client, "AUTO",
-                                                        memory_limit_bytes=limit,
-                                                        use_cache=use_cache)
         tag = 1.0 if budget is None else budget
-        add(f"Echo AUTO @ peak({tag})", "echo", result, flops, wrapped.converted.graph,
-            recomputed, **_echo_extra(wrapped, memory_limit_bytes=limit))
-    result, flops, wrapped, recomputed = echo_point(model, inputs, client, "AUTO",
-                                                    max_overhead_ratio=ECHO_OVERHEAD,
-                                                    use_cache=use_cache)
-    add(f"Echo AUTO {100 * ECHO_OVERHEAD:g}%", "echo", result, flops,
-        wrapped.converted.graph, recomputed,
-        **_echo_extra(wrapped, max_overhead_ratio=ECHO_OVERHEAD))
-    result, flops, wrapped, recomputed = echo_point(model, inputs, client, "ECHO",
-                                                    use_cache=use_cache)
-    add("Echo ECHO", "echo", result, flops, wrapped.converted.graph, recomputed,
-        **_echo_extra(wrapped))
+        if budget not in torch_results:
+            points.append(dict(label=f"Echo AUTO @ peak({tag})", kind="failed", series="echo",
+                               error=f"no limit: torch budget {tag} failed"))
+            continue
+        limit = torch_results[budget]["peak_bytes"]
+        runs.append((f"Echo AUTO @ peak({tag})", "AUTO", dict(memory_limit_bytes=limit)))
+    runs.append((f"Echo AUTO {100 * ECHO_OVERHEAD:g}%", "AUTO",
+                 dict(max_overhead_ratio=ECHO_OVERHEAD)))
+    runs.append(("Echo ECHO", "ECHO", {}))
+    for label, policy, options in runs:
+        try:
+            result, flops, wrapped, recomputed = echo_point(model, inputs, client, policy,
+                                                            use_cache=use_cache, **options)
+        except Exception as error:  # noqa: BLE001
+            failed(label, "echo", error)
+            continue
+        add(label, "echo", result, flops, wrapped.converted.graph, recomputed,
+            **_echo_extra(wrapped, **options))
 
     # Derived numbers and checks.
     eager_point = points[0]
-    default = torch_results[None]
-    warnings_out = []
+    default = torch_results.get(None)
+    warnings_out = [f"FAILED [{name}] {p['label']}: {p['error']}" for p in points
+                    if p["kind"] == "failed"]
     for p in points:
+        if p["kind"] == "failed":
+            continue
         p["saved_reduction_pct"] = (100.0 * (1 - p["saved_bytes"] / eager_point["saved_bytes"])
                                     if eager_point["saved_bytes"] else 0.0)
         p["extra_flops_pct"] = (100.0 * (p["flops"] - eager_flops) / eager_flops
@@ -394,7 +476,7 @@ def bench_model(name, client, roofline, use_cache=False):
         elif not p["grads_match_eager"]:
             warnings_out.append(f"WARNING [{name}] {p['label']}: gradients differ from eager's "
                                 f"(max |diff| {p['max_grad_diff']:.3g})")
-        if p["kind"] == "torch" and p["label"] != "torch default":
+        if p["kind"] == "torch" and p["label"] != "torch default" and default:
             p["no_change"] = (p["saved_bytes"] == default["saved_bytes"]
                               and p["recomputed_names"] == default["recomputed_names"])
             same = [q["label"] for q in points[:points.index(p)] if q["kind"] == "torch"
@@ -404,6 +486,10 @@ def bench_model(name, client, roofline, use_cache=False):
             if same:
                 warnings_out.append(f"NOTE [{name}] {p['label']}: same partition as "
                                     f"{same[0]}" + (" (no change)" if p["no_change"] else ""))
+        if p.get("workaround"):
+            warnings_out.append(f"NOTE [{name}] {p['label']}: fails as torch partitions it "
+                                f"({p['error_as_is']}); measured with the "
+                                f"{p['cloned_buffers']} saved buffers cloned")
         if p["kind"] == "echo" and p.get("feasible") is False:
             warnings_out.append(
                 f"NOTE [{name}] {p['label']}: echod says the limit "
@@ -430,250 +516,39 @@ def _echo_extra(wrapped, **options):
 # ---------------------------------------------------------------- frontier
 
 
-def frontier(series, key="saved_bytes"):
-    """Pareto points of a series (lowest memory for a given extra compute),
-    sorted by extra compute."""
-    out, best = [], None
-    for p in sorted(series, key=lambda p: (p["extra_roofline_pct"], p[key])):
-        if best is None or p[key] < best:
-            out.append(p)
-            best = p[key]
-    return out
-
-
-def frontier_summary(points):
-    torch_pts = [p for p in points if p["kind"] == "torch"]
-    echo_pts = [p for p in points if p["kind"] == "echo"]
-
-    def not_dominated(key):
-        return [t["label"] for t in torch_pts
-                if not any(e["extra_roofline_pct"] <= t["extra_roofline_pct"] + EPS_X
-                           and e[key] <= t[key] + EPS_Y for e in echo_pts)]
-
-    undominated = not_dominated("saved_bytes")
-    undominated_peak = not_dominated("peak_bytes")
-
-    def best(series):
-        within = [p for p in series if p["extra_roofline_pct"] <= SUMMARY_CAP + 1e-9]
-        return min(within, key=lambda p: (p["saved_bytes"], p["extra_roofline_pct"]),
-                   default=None)
-
-    eb, tb = best(echo_pts), best(torch_pts)
-    return dict(echo_frontier=[p["label"] for p in frontier(echo_pts)],
-                torch_frontier=[p["label"] for p in frontier(torch_pts)],
-                echo_at_or_below_torch=not undominated,
-                torch_points_not_dominated=undominated,
-                echo_at_or_below_torch_by_peak=not undominated_peak,
-                torch_points_not_dominated_by_peak=undominated_peak,
-                echo_best_within_cap=eb["label"] if eb else None,
-                torch_best_within_cap=tb["label"] if tb else None)
-
-
-# ---------------------------------------------------------------- output
-
-
-def _fmt_pct(value):
-    return "" if value is None else f"{value:.2f}%"
-
-
-def model_table(res):
-    lines = [f"### {res['model']} ({res['ops']} joint ops, eager step "
-             f"{res['eager_flops'] / 1e9:.3f} GFLOP)", "",
-             "| point | saved-for-backward MiB | reduction vs eager | step peak MiB | "
-             "extra FLOPs % | extra roofline % | recomputed ops | notes |",
-             "|---|---|---|---|---|---|---|---|"]
-    for p in res["points"]:
-        notes = []
-        if not p["loss_matches_eager"]:
-            notes.append("LOSS MISMATCH")
-        elif not p["grads_match_eager"]:
-            notes.append("GRADS DIFFER")
-        if p.get("same_as"):
-            notes.append(f"same as {p['same_as']}")
-        if p["kind"] == "echo":
-            opts = p.get("options", {})
-            if "memory_limit_bytes" in opts:
-                notes.append(f"limit {opts['memory_limit_bytes'] / MIB:.3f} MiB")
-            if p.get("feasible") is False:
-                notes.append("infeasible")
-            if p.get("predicted_overhead_pct") is not None:
-                notes.append(f"echod predicted {p['predicted_overhead_pct']:.2f}%")
-        if p.get("moved_ops"):
-            notes.append(f"{p['moved_ops']} ops moved to bw")
-        lines.append(
-            f"| {p['label']} | {p['saved_bytes'] / MIB:.3f} | {p['saved_reduction_pct']:.1f}% | "
-            f"{p['peak_bytes'] / MIB:.3f} | {p['extra_flops_pct']:.2f}% | "
-            f"{p['extra_roofline_pct']:.2f}% | {p['recompute_executions']} | "
-            f"{'; '.join(notes)} |")
-    return lines
-
-
-def frontier_lines(res):
-    pts = res["points"]
-    lines = []
-    for kind, title in (("torch", "torch budget points"), ("echo", "Echo points")):
-        series = [p for p in pts if p["kind"] == kind]
-        pareto = {p["label"] for p in frontier(series)}
-        items = [f"{p['extra_roofline_pct']:.2f}% -> {p['saved_bytes'] / MIB:.3f} MiB "
-                 f"({p['label']}{'' if p['label'] in pareto else ', dominated'})"
-                 for p in sorted(series, key=lambda p: (p["extra_roofline_pct"],
-                                                        p["saved_bytes"]))]
-        lines.append(f"- {title} (extra roofline -> MiB held for backward): " +
-                     "; ".join(items))
-    return lines
-
-
-def summary_line(res):
-    pts = {p["label"]: p for p in res["points"]}
-    eager = pts["eager"]
-
-    def describe(label):
-        if label is None:
-            return "no point within the cap"
-        p = pts[label]
-        return (f"{p['saved_reduction_pct']:.1f}% less saved than eager "
-                f"({eager['saved_bytes'] / MIB:.3f} -> {p['saved_bytes'] / MIB:.3f} MiB) at "
-                f"{p['extra_roofline_pct']:.2f}% extra roofline ({label})")
-
-    line = (f"**{res['model']}**: Echo at <= {SUMMARY_CAP:g}% extra roofline compute: "
-            f"{describe(res['echo_best_within_cap'])}; torch's best at <= {SUMMARY_CAP:g}%: "
-            f"{describe(res['torch_best_within_cap'])}. Echo's frontier at or below torch's: "
-            f"{'yes' if res['echo_at_or_below_torch'] else 'no'}")
-    if res["torch_points_not_dominated"]:
-        line += (" (torch points no Echo point dominates: "
-                 + ", ".join(res["torch_points_not_dominated"]) + ")")
-    line += (". With step peak instead of saved bytes (what memory_limit_bytes bounds): "
-             f"{'yes' if res['echo_at_or_below_torch_by_peak'] else 'no'}")
-    if res["torch_points_not_dominated_by_peak"]:
-        line += " (not dominated: " + ", ".join(res["torch_points_not_dominated_by_peak"]) + ")"
-    return line + "."
-
-
-def plot(results, path, key="saved_bytes", ylabel="MiB held for backward"):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    n = len(results)
-    cols = min(n, 3)
-    rows = (n + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 4.2 * rows), squeeze=False)
-    for ax, res in zip(axes.flat, results):
-        pts = res["points"]
-        eager = pts[0]
-        for kind, style, name in (("torch", dict(color="tab:blue", marker="o"),
-                                   "torch min-cut (activation_memory_budget)"),
-                                  ("echo", dict(color="tab:red", marker="s"), "Echo")):
-            series = sorted((p for p in pts if p["kind"] == kind),
-                            key=lambda p: (p["extra_roofline_pct"], p["saved_bytes"]))
-            xs = [p["extra_roofline_pct"] for p in series]
-            ys = [p[key] / MIB for p in series]
-            ax.scatter(xs, ys, label=name, zorder=3, **style)
-            front = frontier(series, key)
-            fx = [p["extra_roofline_pct"] for p in front]
-            fy = [p[key] / MIB for p in front]
-            ax.step(fx, fy, where="post", color=style["color"], alpha=0.6)
-            for p in series:
-                tag = p["label"].replace("torch budget ", "").replace("torch default", "1.0")
-                tag = tag.replace("Echo AUTO @ peak", "@").replace("Echo ", "")
-                ax.annotate(tag, (p["extra_roofline_pct"], p[key] / MIB),
-                            textcoords="offset points", xytext=(4, 3), fontsize=7,
-                            color=style["color"])
-        ax.axhline(eager[key] / MIB, color="gray", linestyle="--", linewidth=1,
-                   label="eager")
-        ax.axvline(SUMMARY_CAP, color="gray", linestyle=":", linewidth=1)
-        ax.set_title(f"{res['model']}")
-        ax.set_xlabel("extra compute % (roofline, h100-80gb)")
-        ax.set_ylabel(ylabel)
-        ax.set_ylim(bottom=0)
-        ax.set_xlim(left=-0.5)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-    for ax in list(axes.flat)[n:]:
-        ax.set_visible(False)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def render(results, header):
-    out = list(header)
-    for res in results:
-        out += [""] + model_table(res) + [""] + frontier_lines(res)
-        if res["notes"]:
-            out += [""] + [f"- {n}" for n in res["notes"]]
-    out += ["", "## Summary", ""] + [f"- {summary_line(r)}" for r in results]
-    return out
-
-
-def write_outputs(out, results, total, complete=True):
-    os.makedirs(out, exist_ok=True)
-    meta = dict(torch=torch.__version__, threads=torch.get_num_threads(),
-                machine=platform.machine(), date=time.strftime("%Y-%m-%d"),
-                device=DEVICE, budgets=list(BUDGETS), echo_overhead=ECHO_OVERHEAD,
-                summary_cap_pct=SUMMARY_CAP, argv=sys.argv[1:], seconds=total,
-                complete=complete)
-    with open(os.path.join(out, "results.json"), "w") as f:
-        json.dump(dict(meta=meta, models=results), f, indent=1)
-    header = [
-        "# Memory / extra-compute frontier: torch's activation_memory_budget vs Echo",
-        "",
-        "Produced by (echod started by the script on a free port):",
-        "",
-        "    export ECHO_TORCH_CACHE_DIR=/tmp/bench_plan_cache",
-        "    build/venv/bin/python tests/python/bench_frontier.py " + " ".join(sys.argv[1:]),
-        "",
-        f"torch {torch.__version__}, {torch.get_num_threads()} threads, {meta['date']}, "
-        f"CPU fp32 on a shared 2-core machine; {total:.0f} s"
-        + ("" if complete else " so far (incomplete run)") + ".",
-        "",
-        "Definitions (details in the docstring of tests/python/bench_frontier.py):",
-        "",
-        "- *saved-for-backward*: bytes of distinct storages autograd keeps from the forward "
-        "(saved_tensors_hooks; parameters and inputs excluded).",
-        "- *step peak*: pre-existing tensors plus the CPU allocator peak of one "
-        "forward+backward (echo_torch.measure).",
-        "- *extra FLOPs*: FlopCounterMode over one step minus eager's, relative to eager's "
-        "(matmul-like ops only; recomputed element-wise ops count 0).",
-        "- *extra roofline*: echod's h100-80gb roofline time (EstimateMemory "
-        "compute_time_seconds) of the recomputed op executions relative to the whole joint "
-        "graph's (Echo: recompute=True entries of the plan's schedule; torch: forward ops "
-        "that both torch's forward and backward graphs run).",
-        "- torch points: functorch's min_cut_rematerialization_partition at "
-        "activation_memory_budget 1.0 (default), " + ", ".join(map(str, BUDGETS)) +
-        ", run by echo_torch's freeing executor; Echo AUTO @ peak(B): memory_limit_bytes = "
-        "measured step peak of torch budget B (1.0: the default); Echo AUTO 5%: "
-        "max_overhead_ratio=0.05; Echo ECHO: policy ECHO; all Echo plans with "
-        "device=h100-80gb.",
-        "- *frontier at or below*: every torch point T has an Echo point E with "
-        f"extra_E <= extra_T + {EPS_X} pp and saved_E <= saved_T + 1 KiB (\"by step "
-        "peak\": the same with the measured step peak).",
-        "- frontier.png: y = MiB held for backward; frontier_peak.png: y = step peak; "
-        "x = extra roofline %. Lines are each series' lower-left staircase.",
-    ]
-    with open(os.path.join(out, "frontier.md"), "w") as f:
-        f.write("\n".join(render(results, header)) + "\n")
-    plot(results, os.path.join(out, "frontier.png"))
-    plot(results, os.path.join(out, "frontier_peak.png"), "peak_bytes",
-         "step peak MiB (measured)")
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--server", help="a running echod (default: start one)")
     parser.add_argument("--models", default="nmt,deepspeech2,transformer,resnet50,gpt",
-                        help="comma-separated, from " + ",".join(models.MODEL_NAMES))
+                        help="comma-separated, from " + ",".join(models.MODEL_NAMES + ("nmt-paper",)))
     parser.add_argument("--nmt-paper", action="store_true",
                         help="also the NMT at models.NMT_PAPER size (slow)")
     parser.add_argument("--out", help="write results.json, frontier.md, frontier.png here")
+    parser.add_argument("--cuda", action="store_true",
+                        help="run the models on the GPU (peaks: torch.cuda.max_memory_allocated)")
     parser.add_argument("--plan-cache", action="store_true",
                         help="use echo_torch's plan cache on disk for Echo plans")
+    parser.add_argument("--render", metavar="DIR",
+                        help="only rewrite DIR's frontier.md and plots (and the summaries "
+                        "in results.json) from DIR/results.json; measures nothing")
     args = parser.parse_args(argv)
+    if args.render:
+        with open(os.path.join(args.render, "results.json")) as f:
+            data = json.load(f)
+        for res in data["models"]:
+            res.update(frontier_summary(res["points"]))
+        write_outputs(args.render, data["models"], data["meta"]["seconds"],
+                      data["meta"].get("complete", True), data["meta"])
+        for res in data["models"]:
+            print(f"- {summary_line(res)}")
+        return 0
     torch.set_num_threads(2)
     names = [n.strip() for n in args.models.split(",") if n.strip()]
     for n in names:
-        if n not in models.MODEL_NAMES:
+        if n not in models.MODEL_NAMES + ("nmt-paper",):
             parser.error(f"unknown model {n!r}")
+    if args.cuda and not torch.cuda.is_available():
+        parser.error("--cuda: torch sees no GPU")
     if args.nmt_paper:
         names.append("nmt-paper")
 
@@ -692,7 +567,8 @@ def main(argv=None):
     try:
         for name in names:
             log(f"[{name}] ...")
-            res = bench_model(name, client, roofline, use_cache=args.plan_cache)
+            res = bench_model(name, client, roofline, use_cache=args.plan_cache,
+                              device="cuda" if args.cuda else "cpu")
             results.append(res)
             for line in [""] + model_table(res) + [""] + frontier_lines(res) + [
                     "", summary_line(res), ""]:

@@ -7,7 +7,6 @@ from typing import List, Optional
 
 import torch
 
-import servers  # noqa: F401  (puts client/python on sys.path)
 from echo_torch import measure, optimize, peers, proto
 from echo_torch.planners import PlainPlanner
 
@@ -40,9 +39,10 @@ def run_step(model, wrapped, inputs, seed=0, timing_runs=0) -> StepResult:
         loss.backward()
         return loss.detach()
 
+    device = params[0].device.type if params else "cpu"
     step()
     model.zero_grad(set_to_none=True)
-    memory, loss = measure.measure_peak(step)
+    memory, loss = measure.measure_peak(step, device)
     grads = [p.grad.clone() if p.grad is not None else None for p in params]
     model.zero_grad(set_to_none=True)
     torch.manual_seed(seed)
@@ -52,6 +52,8 @@ def run_step(model, wrapped, inputs, seed=0, timing_runs=0) -> StepResult:
     for _ in range(timing_runs):
         start = time.perf_counter()
         step()
+        if device == "cuda":
+            torch.cuda.synchronize()
         times.append(time.perf_counter() - start)
         model.zero_grad(set_to_none=True)
     return StepResult(loss, grads, base + memory.peak_bytes, saved,

@@ -4,7 +4,6 @@ import unittest
 import torch
 import torch.nn as nn
 
-import servers  # noqa: F401  (sys.path)
 from echo_torch import capture_graph, proto
 
 _g = proto.graph_pb2

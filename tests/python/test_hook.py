@@ -2,7 +2,6 @@
 in-place ops, autocast, no_grad regions, changing batch sizes, wrapping
 twice, infeasible budgets, torch.compile, and the plan cache; plus
 deterministic requests and the progress log."""
-import contextlib
 import tempfile
 import time
 import unittest
@@ -198,10 +197,16 @@ class ServerBehaviourTest(unittest.TestCase):
     def test_plan_cache_skips_the_server_and_survives_bad_entries(self):
         with tempfile.TemporaryDirectory() as tmp, servers.FakeServer() as server:
             cache = PlanCache(tmp)
-            for _ in range(2):
-                optimize(Quirky(), server=server.address, plan_cache=cache,
-                         on_error="raise")(self.x).backward()
+            optimize(Quirky(), server=server.address, plan_cache=cache,
+                     on_error="raise")(self.x).backward()
+            with self.assertLogs("echo_torch", "INFO") as logs:
+                warm = optimize(Quirky(), server=server.address, plan_cache=cache,
+                                on_error="raise")
+                warm(self.x).backward()
             self.assertEqual(len(server.servicer.requests), 1)
+            # A cached plan skips the workspace measurement too.
+            self.assertNotIn("measured per-op workspace", "\n".join(logs.output))
+            self.assertNotIn("profile", report(warm).seconds)
             import glob
             (entry,) = glob.glob(tmp + "/*.binpb")
             with open(entry, "wb") as f:

@@ -45,8 +45,18 @@ def _allocation_events(prof):
     return events
 
 
-def measure_peak(fn: Callable[[], object]) -> Tuple[StepMemory, object]:
-    """Runs fn() once; returns its CPU tensor-memory peak and its result."""
+def measure_peak(fn: Callable[[], object], device: str = "cpu") -> Tuple[StepMemory, object]:
+    """Runs fn() once; returns its tensor-memory peak above what was
+    allocated before it, and its result. CPU: the profiler's allocation
+    events; CUDA: the caching allocator's max_memory_allocated."""
+    if device == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+        result = fn()
+        torch.cuda.synchronize()
+        return StepMemory(torch.cuda.max_memory_allocated() - before,
+                          torch.cuda.memory_allocated() - before), result
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         result = fn()
     live = peak = 0

@@ -111,6 +111,17 @@ def _device_description(joint: JointGraph) -> str:
     return "cpu:" + platform.machine()
 
 
+def _measure(joint: JointGraph, converted: ConvertedGraph, client_timing: bool, seconds):
+    """Per-op workspace (and, with client_timing, times) into the graph."""
+    start = time.perf_counter()
+    measured = op_profiler.profile_joint(joint, repeats=3 if client_timing else 1)
+    op_profiler.apply_profile(converted.graph, measured,
+                              _device_description(joint) if client_timing else "")
+    seconds["profile"] = time.perf_counter() - start
+    logger.info("echo_torch: measured per-op workspace%s in %.1f s",
+                " and times" if client_timing else "", seconds["profile"])
+
+
 def plan_joint(joint: JointGraph, planner, measure_workspace: bool = True,
                client_timing: bool = False) -> PlannedGraph:
     """Converts, optionally measures per-op workspace (and, when asked,
@@ -122,18 +133,16 @@ def plan_joint(joint: JointGraph, planner, measure_workspace: bool = True,
     logger.info("echo_torch: converted %s: %d ops, %d tensors in %.1f s", joint.name,
                 len(converted.graph.ops), len(converted.graph.tensors), seconds["convert"])
 
+    # A plan cached for this graph as captured skips the measurements too.
+    cache_key = planner.cache_key(converted) if hasattr(planner, "cache_key") else None
     start = time.perf_counter()
-    measured = (op_profiler.profile_joint(joint, repeats=3 if client_timing else 1)
-                if measure_workspace or client_timing else None)
-    if measured is not None:
-        op_profiler.apply_profile(converted.graph, measured,
-                                  _device_description(joint) if client_timing else "")
-        seconds["profile"] = time.perf_counter() - start
-        logger.info("echo_torch: measured per-op workspace%s in %.1f s",
-                    " and times" if client_timing else "", seconds["profile"])
-
-    start = time.perf_counter()
-    plan = planner.plan(converted)
+    plan = planner.cached_plan(converted, cache_key) if cache_key else None
+    if plan is None:
+        if measure_workspace or client_timing:
+            _measure(joint, converted, client_timing, seconds)
+        start = time.perf_counter()
+        plan = (planner.plan(converted, cache_key=cache_key) if cache_key
+                else planner.plan(converted))
     seconds["plan"] = time.perf_counter() - start
     programs = build_programs(converted, plan.schedule)
     report = _make_report(converted, plan, programs)

@@ -143,15 +143,29 @@ class ServerPlanner:
         self.options = options
         self.cache = cache
 
-    def plan(self, converted: ConvertedGraph) -> Plan:
-        request = plan_request(converted.graph, self.options)
-        key = self.cache.key(request, self.client.address) if self.cache else None
+    def cache_key(self, converted: ConvertedGraph) -> Optional[str]:
+        """The plan cache's key for the graph as captured (before per-op
+        measurements are added, so a cached plan skips them too)."""
+        if self.cache is None:
+            return None
+        return self.cache.key(plan_request(converted.graph, self.options), self.client.address)
+
+    def cached_plan(self, converted: ConvertedGraph, key: Optional[str]) -> Optional[Plan]:
         response = self.cache.get(key) if key else None
-        cached = response is not None
-        if response is None:
-            response = self.client.generate_recompute_plan(request)
-            if key:
-                self.cache.put(key, response)
+        return self._plan_from(converted, response, cached=True) if response else None
+
+    def plan(self, converted: ConvertedGraph, cache_key: Optional[str] = None) -> Plan:
+        """Asks echod; stores the answer under `cache_key` (default: the
+        key of this request)."""
+        request = plan_request(converted.graph, self.options)
+        if self.cache is not None and cache_key is None:
+            cache_key = self.cache.key(request, self.client.address)
+        response = self.client.generate_recompute_plan(request)
+        if cache_key:
+            self.cache.put(cache_key, response)
+        return self._plan_from(converted, response, cached=False)
+
+    def _plan_from(self, converted, response, cached: bool) -> Plan:
         policy = _pl.RecomputePolicy.Name(response.policy or
                                           POLICIES[self.options.policy.upper()])
         if not response.schedule:

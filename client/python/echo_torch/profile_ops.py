@@ -20,7 +20,7 @@ noisy. By default echod's cost model (and its node's profile cache) gives
 the times, so the same model and server give the same plan. The RNG state is
 restored afterwards, so the runs are invisible to training.
 """
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Tuple
 
 import torch
 import torch.fx as fx
@@ -71,7 +71,7 @@ def distinct_ops(gm: fx.GraphModule) -> Dict[tuple, List[fx.Node]]:
     return groups
 
 
-def profile_joint(joint, repeats: int = 1) -> Optional[Dict[str, Tuple[int, float]]]:
+def profile_joint(joint, repeats: int = 1) -> Dict[str, Tuple[int, float]]:
     """{node name: (workspace bytes, seconds)} for the joint graph's ops, one
     run of each distinct signature per repeat (largest workspace, fastest
     time)."""
