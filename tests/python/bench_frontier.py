@@ -121,7 +121,7 @@ import torch
 import harness
 import models
 import servers
-from echo_torch import PlannerClient, optimize, proto, report
+from echo_torch import optimize, proto, report
 from echo_torch import capture as capture_lib
 from echo_torch.convert import JointGraph, convert
 from echo_torch.executor import program_from_graph_module
@@ -552,19 +552,10 @@ def main(argv=None):
     if args.nmt_paper:
         names.append("nmt-paper")
 
-    echod = None
-    address = args.server
-    if address is None:
-        if servers.echod_path() is None:
-            print("echod is not built (build/bin/echod or $ECHO_ECHOD); pass --server")
-            return 1
-        echod = servers.Echod().__enter__()
-        address = echod.address
-    client = PlannerClient(address, timeout_seconds=600)
-    roofline = Roofline(client)
     started = time.perf_counter()
     results = []
-    try:
+    with servers.planner_client(args.server, timeout_seconds=600) as client:
+        roofline = Roofline(client)
         for name in names:
             log(f"[{name}] ...")
             res = bench_model(name, client, roofline, use_cache=args.plan_cache,
@@ -576,10 +567,6 @@ def main(argv=None):
             if args.out:  # after every model, so a long run leaves partial results
                 write_outputs(args.out, results, time.perf_counter() - started,
                               complete=len(results) == len(names))
-    finally:
-        client.close()
-        if echod is not None:
-            echod.__exit__(None, None, None)
     total = time.perf_counter() - started
     print("## Summary\n")
     for res in results:

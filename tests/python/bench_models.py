@@ -26,7 +26,7 @@ import torch
 import harness
 import models
 import servers
-from echo_torch import PlannerClient, report
+from echo_torch import report
 
 MIB = 1 << 20
 
@@ -80,16 +80,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     torch.set_num_threads(2)
 
-    echod = None
-    address = args.server
-    if address is None:
-        if servers.echod_path() is None:
-            print("echod is not built (build/bin/echod or $ECHO_ECHOD); pass --server")
-            return 1
-        echod = servers.Echod().__enter__()
-        address = echod.address
-    client = PlannerClient(address, timeout_seconds=300)
-    try:
+    with servers.planner_client(args.server) as client:
         print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
               f"{time.strftime('%Y-%m-%d')}\n")
         header = ("| model | method | saved MiB | peak MiB (measured) | peak MiB (predicted) | "
@@ -99,12 +90,8 @@ def main(argv=None):
         print(header)
         print("|---" * header.count(" | ") + "|---|")
         for name in args.models:
-            for row in bench_model(name, address, client, args.runs):
+            for row in bench_model(name, client.address, client, args.runs):
                 print(row, flush=True)
-    finally:
-        client.close()
-        if echod is not None:
-            echod.__exit__(None, None, None)
     return 0
 
 

@@ -2,6 +2,7 @@
 port, and a fake MemoryPlanner (grpc.server on 127.0.0.1) that answers with
 plans built by a simple local rule, recording the requests it gets."""
 import concurrent.futures
+import contextlib
 import ctypes
 import os
 import signal
@@ -43,6 +44,22 @@ def echod_path():
     """$ECHO_ECHOD (set by ctest), else build/bin/echod; None if not built."""
     path = os.environ.get("ECHO_ECHOD") or os.path.join(REPO, "build", "bin", "echod")
     return path if os.access(path, os.X_OK) else None
+
+
+@contextlib.contextmanager
+def planner_client(address=None, timeout_seconds=300):
+    """A PlannerClient for `address`, or for an echod started here (and
+    stopped on exit) when it is None; for the benchmarks' --server flag."""
+    from echo_torch import PlannerClient
+    with contextlib.ExitStack() as stack:
+        if address is None:
+            if echod_path() is None:
+                raise SystemExit("echod is not built (build/bin/echod or $ECHO_ECHOD); "
+                                 "pass --server")
+            address = stack.enter_context(Echod()).address
+        client = PlannerClient(address, timeout_seconds=timeout_seconds)
+        stack.callback(client.close)
+        yield client
 
 
 class Echod:
