@@ -14,6 +14,7 @@ MIB = 1 << 20
 DEVICE = "h100-80gb"
 BUDGETS = (0.9, 0.7, 0.5, 0.3, 0.1)
 ECHO_OVERHEAD = 0.05
+ECHO_MORE_OVERHEADS = (0.1, 0.2, 0.3)
 SUMMARY_CAP = 5.0  # percent extra roofline compute
 EPS_X = 0.1  # percentage points of extra roofline compute that count as equal
 EPS_Y = 1024  # bytes
