@@ -14,6 +14,7 @@
 #include "planner/recompute/fit_check.h"
 #include "planner/recompute/recompute_planner.h"
 #include "planner/status_macros.h"
+#include "server/guarded_call.h"
 #include "server/status_map.h"
 #include "spdlog/spdlog.h"
 
@@ -65,10 +66,11 @@ grpc::ServerUnaryReactor* PlannerService::Serve(
             "echod is overloaded: ", in_flight - 1, " requests in flight (max ",
             options_.max_concurrent_requests, "); retry with backoff")));
   } else if (!heavy) {
-    Complete(context, reactor, method, start, handler());
+    Complete(context, reactor, method, start, RunGuarded(method, handler));
   } else if (!workers_->TrySubmit([this, context, reactor, method, start,
                                    handler = std::move(handler)] {
-               Complete(context, reactor, method, start, handler());
+               Complete(context, reactor, method, start,
+                        RunGuarded(method, handler));
              })) {
     Complete(context, reactor, method, start,
              absl::ResourceExhaustedError(
