@@ -3,6 +3,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "planner/status_macros.h"
 
 namespace echo::adapter {
 
@@ -268,13 +269,9 @@ absl::StatusOr<v1::Graph> GraphSpecsToProto(
 
 absl::StatusOr<planner::MemoryModelOptions> MemoryModelFromProto(
     const v1::AllocatorModel& allocator) {
-  if (allocator.rounding_bytes() < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("allocator.rounding_bytes must be >= 0, got ",
-                     allocator.rounding_bytes()));
-  }
   planner::MemoryModelOptions options;
   options.rounding_bytes = allocator.rounding_bytes();
+  RETURN_IF_ERROR(planner::ValidateMemoryModelOptions(options));
   return options;
 }
 

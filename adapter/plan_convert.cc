@@ -79,11 +79,6 @@ absl::StatusOr<planner::RecomputePlanOptions> PlanOptionsFromProto(
         "solver_time_limit_seconds must be >= 0, got ", time_limit));
   }
   if (time_limit > 0) options.solver_time_limit_seconds = time_limit;
-  if (request.max_recompute_depth() < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max_recompute_depth must be >= 0, got ",
-                     request.max_recompute_depth()));
-  }
   options.max_recompute_depth = request.max_recompute_depth();
   ASSIGN_OR_RETURN(options.memory, MemoryModelFromProto(request.allocator()));
   return options;

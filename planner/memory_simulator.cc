@@ -17,6 +17,16 @@ Schedule PlainSchedule(const Graph& graph) {
   return schedule;
 }
 
+absl::Status ValidateMemoryModelOptions(const MemoryModelOptions& options) {
+  if (options.rounding_bytes < 0 ||
+      options.rounding_bytes > kMaxRoundingBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("allocator.rounding_bytes must be in [0, ",
+                     kMaxRoundingBytes, "], got ", options.rounding_bytes));
+  }
+  return absl::OkStatus();
+}
+
 int64_t AllocatedBytes(int64_t size_bytes, const MemoryModelOptions& options) {
   const int64_t r = options.rounding_bytes;
   if (r <= 1 || size_bytes == 0) return size_bytes;

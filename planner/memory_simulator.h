@@ -32,6 +32,14 @@ struct MemoryModelOptions {
   int64_t rounding_bytes = 0;
 };
 
+// No allocator rounds to more than this; larger values would overflow int64
+// when sizes are rounded up and summed (2^62 gave a peak of -1).
+inline constexpr int64_t kMaxRoundingBytes = int64_t{1} << 30;
+
+// INVALID_ARGUMENT naming the field unless 0 <= rounding_bytes <=
+// kMaxRoundingBytes.
+absl::Status ValidateMemoryModelOptions(const MemoryModelOptions& options);
+
 int64_t AllocatedBytes(int64_t size_bytes, const MemoryModelOptions& options);
 
 struct MemoryBreakdown {

@@ -24,6 +24,9 @@ enum class RecomputePolicy { kAuto, kNone, kEcho, kChenSqrt, kOptimal };
 inline constexpr double kDefaultMaxOverheadRatio = 0.05;
 // AUTO's default bound on the ops one recomputation re-runs.
 inline constexpr int kDefaultMaxRecomputeDepth = 16;
+// Deeper chains than any graph has ops; larger values overflowed the chain
+// walk's cap + 1 (INT32_MAX).
+inline constexpr int kMaxRecomputeDepth = 1 << 24;
 // OPTIMAL: CBC's time limit, and the model size beyond which the MILP is
 // refused (its root LP is not interruptible; VGG16 has 34k nonzeros, FCN8
 // 94k, MobileNet 600k, whose root takes minutes).

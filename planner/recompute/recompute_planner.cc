@@ -52,14 +52,13 @@ absl::Status Validate(const Graph& graph, const std::vector<double>& op_costs,
         absl::StrCat("max_overhead_ratio must be finite and non-negative, got ",
                      *options.max_overhead_ratio));
   }
-  if (options.max_recompute_depth < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "max_recompute_depth is negative: ", options.max_recompute_depth));
+  if (options.max_recompute_depth < 0 ||
+      options.max_recompute_depth > kMaxRecomputeDepth) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_recompute_depth must be in [0, ", kMaxRecomputeDepth,
+                     "], got ", options.max_recompute_depth));
   }
-  if (options.memory.rounding_bytes < 0) {
-    return absl::InvalidArgumentError("rounding_bytes is negative");
-  }
-  return absl::OkStatus();
+  return ValidateMemoryModelOptions(options.memory);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // echod in-process on 127.0.0.1:0: EstimateMemory, health, metrics, bad input
 // and drain, through the C++ client library.
 #include <future>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -248,6 +249,29 @@ TEST_F(ServerTest, BadPlanRequestsAreInvalidArgument) {
   request.set_memory_limit_bytes(-5);
   plan = client_->GenerateRecomputePlan(request);
   EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
+
+  // Values that used to overflow: a depth of INT32_MAX (cap + 1 in the chain
+  // walk) and a rounding of 2^62 (a peak of -1).
+  request.clear_memory_limit_bytes();
+  request.set_max_recompute_depth(std::numeric_limits<int32_t>::max());
+  plan = client_->GenerateRecomputePlan(request);
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(plan.status().message()),
+              HasSubstr("max_recompute_depth must be in [0, 16777216], got "
+                        "2147483647"));
+  request.set_max_recompute_depth(0);
+  request.mutable_allocator()->set_rounding_bytes(int64_t{1} << 62);
+  plan = client_->GenerateRecomputePlan(request);
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(plan.status().message()),
+              HasSubstr("allocator.rounding_bytes must be in [0, 1073741824]"));
+  v1::CheckFitRequest fit;
+  *fit.mutable_graph() = Vgg16Request().graph();
+  fit.mutable_device()->set_name("v100-16gb");
+  fit.mutable_allocator()->set_rounding_bytes(int64_t{1} << 62);
+  EXPECT_EQ(client_->CheckFit(fit).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(client_->EstimateMemory(Vgg16Request()).ok());  // still serving
 }
 
 TEST_F(ServerTest, UnknownDeviceIsNotFoundListingTheCatalog) {
