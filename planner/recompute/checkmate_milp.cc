@@ -177,6 +177,14 @@ bool WarmStartValues(const RematProblem& problem, const Schedule& schedule,
   return true;
 }
 
+// A model too big for the method: FAILED_PRECONDITION (design.md 6), not
+// the overload code.
+absl::Status TooBig(int32_t ops, int64_t max_nonzeros) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("OPTIMAL: the MILP of this ", ops, "-op graph has over ",
+                   max_nonzeros, " nonzeros (solver_max_nonzeros); use AUTO"));
+}
+
 }  // namespace
 
 absl::StatusOr<OptimalRecompute::Result> OptimalRecompute::Run(
@@ -235,6 +243,15 @@ absl::StatusOr<OptimalRecompute::Result> OptimalRecompute::Run(
           std::max(op_horizon[tensor.producer], horizon[x]);
     }
   }
+
+  // Every R column is a nonzero of some row: refuse a model that is too big
+  // from that count, in O(n), before allocating O(n^2) columns.
+  int64_t r_columns = 0;
+  for (OpIndex i = 0; i < n; ++i) {
+    if (problem.can_clone[i]) r_columns += std::max(0, op_horizon[i] - i);
+  }
+  if (r_columns > options_.max_nonzeros)
+    return TooBig(n, options_.max_nonzeros);
 
   // R[t,i]: op i runs again in stage t (i < t) while its outputs may still
   // be read; R[t,t] = 1.
@@ -388,9 +405,7 @@ absl::StatusOr<OptimalRecompute::Result> OptimalRecompute::Run(
       }
       previous_u = u;
       if (milp.nonzeros() > options_.max_nonzeros) {
-        return absl::ResourceExhaustedError(
-            absl::StrCat("OPTIMAL: the MILP of this ", n, "-op graph has over ",
-                         options_.max_nonzeros, " nonzeros; use AUTO"));
+        return TooBig(n, options_.max_nonzeros);
       }
     }
     sticky_before += sticky_made[t];

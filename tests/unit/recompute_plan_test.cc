@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "planner/recompute/recompute_planner.h"
@@ -257,6 +258,36 @@ TEST(RecomputePlanTest, AutoRespectsTheDepthBound) {
             "f1 f2 f3 f4 f5 f6 g6 g5 (f2) (f3) g4 g1");
   EXPECT_EQ(deep->planned_peak_bytes, 2031);
   EXPECT_EQ(deep->recompute_cost, 2);
+}
+
+TEST(RecomputePlanTest, OptimalRefusesATooBigModelBeforeBuildingIt) {
+  // A 3000-op chain whose backward reads every forward output: ~2.25M R
+  // columns, refused from their count alone (building them took GBs).
+  constexpr int kLayers = 1500;
+  std::string text = "tensor x 10 input\n";
+  std::string previous = "x";
+  for (int i = 0; i < kLayers; ++i) {
+    absl::StrAppend(&text, "op f", i, " fwd elementwise ", previous, " -> a", i,
+                    ":100 cost=1\n");
+    previous = absl::StrCat("a", i);
+  }
+  std::string grad = previous;
+  for (int i = kLayers - 1; i >= 0; --i) {
+    absl::StrAppend(&text, "op b", i, " bwd elementwise ", grad, " a", i,
+                    " -> g", i, ":100 cost=1\n");
+    grad = absl::StrCat("g", i);
+  }
+  Graph graph = testing::ParseOrFail(text);
+  RecomputePlanOptions options;
+  options.policy = RecomputePolicy::kOptimal;
+  options.memory_limit_bytes = 10000;
+  absl::StatusOr<RecomputePlan> plan =
+      GenerateRecomputePlan(graph, testing::RelativeCosts(graph), options);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(plan.status().message()),
+              HasSubstr("MILP of this 3000-op graph has over 250000 nonzeros "
+                        "(solver_max_nonzeros); use AUTO"));
 }
 
 TEST(RecomputePlanTest, OptimalMatchesTheHandOptimum) {
