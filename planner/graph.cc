@@ -135,16 +135,6 @@ OpIndex Graph::FindOp(absl::string_view id) const {
   return it == op_index_.end() ? -1 : it->second;
 }
 
-std::vector<TensorIndex> Graph::DistinctInputs(OpIndex o) const {
-  std::vector<TensorIndex> distinct;
-  for (TensorIndex t : ops_[o].inputs) {
-    if (std::find(distinct.begin(), distinct.end(), t) == distinct.end()) {
-      distinct.push_back(t);
-    }
-  }
-  return distinct;
-}
-
 namespace {
 
 absl::Status TensorError(const std::string& id, absl::string_view what) {
@@ -234,6 +224,9 @@ absl::StatusOr<Graph> GraphBuilder::Build() && {
 
   graph.ops_.reserve(ops_.size());
   graph.op_index_.reserve(ops_.size());
+  // The last op that read each tensor: distinct inputs and the in-place
+  // check in linear time (an op may list 200k inputs).
+  std::vector<OpIndex> last_reader(graph.num_tensors(), kNoOp);
   for (OpSpec& spec : ops_) {
     if (spec.id.empty()) {
       return absl::InvalidArgumentError(
@@ -264,6 +257,10 @@ absl::StatusOr<Graph> GraphBuilder::Build() && {
                        absl::StrCat("reads unknown tensor '", input_id, "'"));
       }
       op.inputs.push_back(t);
+      if (last_reader[t] != index) {
+        last_reader[t] = index;
+        op.distinct_inputs.push_back(t);
+      }
     }
     op.outputs.reserve(spec.output_ids.size());
     for (const std::string& output_id : spec.output_ids) {
@@ -279,7 +276,7 @@ absl::StatusOr<Graph> GraphBuilder::Build() && {
                                         graph.ops_[tensor.producer].id,
                                         "' and op '", spec.id, "'"));
       }
-      if (std::find(op.inputs.begin(), op.inputs.end(), t) != op.inputs.end()) {
+      if (last_reader[t] == index) {
         return OpError(spec.id,
                        absl::StrCat("reads and writes tensor '", output_id,
                                     "' (model in-place updates as a "

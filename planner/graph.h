@@ -92,6 +92,8 @@ struct Op {
   OpClass op_class = OpClass::kOther;
   Phase phase = Phase::kForward;
   std::vector<TensorIndex> inputs;  // in argument order, may repeat
+  // `inputs` without repeats, in first-use order (set by GraphBuilder).
+  std::vector<TensorIndex> distinct_inputs;
   std::vector<TensorIndex> outputs;
   // Negative when unknown.
   double flops = -1;
@@ -124,7 +126,9 @@ class Graph {
   OpIndex FindOp(absl::string_view id) const;
 
   // Distinct inputs of an op, in first-use order.
-  std::vector<TensorIndex> DistinctInputs(OpIndex o) const;
+  const std::vector<TensorIndex>& DistinctInputs(OpIndex o) const {
+    return ops_[o].distinct_inputs;
+  }
 
  private:
   friend class GraphBuilder;
