@@ -75,8 +75,9 @@ absl::Status WriteFileAtomically(const std::string& path,
   static std::atomic<int64_t> counter{0};
   const std::string temp =
       absl::StrCat(path, ".tmp.", getpid(), ".", counter.fetch_add(1));
+  // Owner-only: the cache says which kernels this node runs and how fast.
   const int fd =
-      open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+      open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) return ErrnoError("cannot create", temp);
   absl::Status status;
   size_t written = 0;

@@ -98,6 +98,9 @@ TEST(ProfileCacheTest, RoundTripKeepsValuesKeysAndRecency) {
   loaded.Put("newest", 7);  // "old" was least recent in the file
   EXPECT_EQ(loaded.Get("old"), std::nullopt);
   EXPECT_THAT(ReadFile(path), ::testing::StartsWith("echo-profile-cache 1\n"));
+  EXPECT_EQ(
+      std::filesystem::status(path).permissions() & std::filesystem::perms::all,
+      std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
 }
 
 TEST(ProfileCacheTest, LoadKeepsTheMostRecentWhenOverTheBound) {
