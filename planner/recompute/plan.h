@@ -47,7 +47,7 @@ struct RecomputePlanOptions {
   // with ratio kDefaultMaxOverheadRatio. Both set: InvalidArgument.
   std::optional<double> max_overhead_ratio;
   // OPTIMAL only: bounds CBC's search and the model size
-  // (RESOURCE_EXHAUSTED beyond it).
+  // (FAILED_PRECONDITION beyond it).
   double solver_time_limit_seconds = kDefaultSolverTimeLimitSeconds;
   int64_t solver_max_nonzeros = kDefaultSolverMaxNonzeros;
   // Longest chain of ops one recomputation may re-run (AUTO). 0: the
