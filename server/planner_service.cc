@@ -26,6 +26,21 @@ namespace echo::server {
 
 namespace {
 
+// The call's cancellation and deadline, for the planner's cooperative
+// checks: heavy work stops once the client is gone.
+planner::Interrupt InterruptFor(grpc::CallbackServerContext* context) {
+  const auto deadline = context->deadline();
+  return [context, deadline]() -> absl::Status {
+    if (context->IsCancelled()) {
+      return absl::CancelledError("the client cancelled the call");
+    }
+    if (std::chrono::system_clock::now() > deadline) {
+      return absl::DeadlineExceededError("the call's deadline passed");
+    }
+    return absl::OkStatus();
+  };
+}
+
 bool NamesDevice(const v1::DeviceSpec& device) {
   return !device.name().empty() || device.memory_bytes() != 0 ||
          device.peak_flops_size() > 0 ||
@@ -159,9 +174,10 @@ grpc::ServerUnaryReactor* PlannerService::GenerateRecomputePlan(
                      IsHeavy(request->graph());
   return Serve(
       context, "GenerateRecomputePlan", heavy,
-      [this, request, response]() -> absl::Status {
+      [this, context, request, response]() -> absl::Status {
         ASSIGN_OR_RETURN(planner::RecomputePlanOptions options,
                          adapter::PlanOptionsFromProto(*request));
+        options.interrupted = InterruptFor(context);
         const std::string policy(planner::RecomputePolicyName(options.policy));
         absl::StatusOr<CostedGraph> costed = PrepareGraph(
             "GenerateRecomputePlan", request->graph(), &request->device());
@@ -195,13 +211,14 @@ grpc::ServerUnaryReactor* PlannerService::CheckFit(
     v1::CheckFitResponse* response) {
   return Serve(
       context, "CheckFit", IsHeavy(request->graph()),
-      [this, request, response]() -> absl::Status {
+      [this, context, request, response]() -> absl::Status {
         if (!NamesDevice(request->device())) {
           return absl::InvalidArgumentError(
               "CheckFit needs a device (a catalog name or a full spec)");
         }
         ASSIGN_OR_RETURN(planner::FitOptions options,
                          adapter::FitOptionsFromProto(*request));
+        options.interrupted = InterruptFor(context);
         ASSIGN_OR_RETURN(
             CostedGraph costed,
             PrepareGraph("CheckFit", request->graph(), &request->device()));

@@ -6,6 +6,7 @@
 
 #include "planner/recompute/remat_search.h"
 #include "planner/recompute/remat_state.h"
+#include "planner/status_macros.h"
 
 namespace echo::planner {
 namespace {
@@ -48,6 +49,14 @@ void AssignWithinBudget(const RematProblem& problem, const RematPlan& plan,
 absl::StatusOr<std::vector<RematPlan>> AutoRecompute::Run(
     const RematProblem& problem) {
   RematSearch search(problem, options_.max_depth);
+  // Checked once per search step: the first non-OK status stops the search.
+  absl::Status interrupt_status;
+  if (options_.interrupted) {
+    search.SetStop([&] {
+      if (interrupt_status.ok()) interrupt_status = options_.interrupted();
+      return !interrupt_status.ok();
+    });
+  }
   RematState& state = search.state();
   std::vector<RematPlan> candidates;
   std::vector<RematPlan> starts = {
@@ -87,6 +96,7 @@ absl::StatusOr<std::vector<RematPlan>> AutoRecompute::Run(
           search.LocalSearch(limit, local_trials);
         }
         candidates.push_back(state.plan());
+        RETURN_IF_ERROR(interrupt_status);
       }
     }
   } else {
@@ -106,6 +116,7 @@ absl::StatusOr<std::vector<RematPlan>> AutoRecompute::Run(
         peak = search.best_peak();
       }
       candidates.push_back(state.plan());
+      RETURN_IF_ERROR(interrupt_status);
     }
   }
   return candidates;

@@ -53,6 +53,8 @@ class AutoRecompute {
     int effort = 1;
     // Plans to start from as well (e.g. ECHO's and CHEN_SQRT's).
     std::vector<RematPlan> seeds;
+    // The caller gave up: the search stops and Run returns this status.
+    Interrupt interrupted;
   };
 
   explicit AutoRecompute(Options options) : options_(std::move(options)) {}

@@ -6,10 +6,12 @@
 #define ECHO_PLANNER_RECOMPUTE_PLAN_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "planner/graph.h"
@@ -38,6 +40,9 @@ inline constexpr int64_t kDefaultSolverMaxNonzeros = 250000;
 // for ECHO. op.recomputable = false always wins.
 inline constexpr char kRecomputeHintAttribute[] = "recompute_hint";
 
+// Cooperative cancellation: returns OK while the work may go on.
+using Interrupt = std::function<absl::Status()>;
+
 struct RecomputePlanOptions {
   RecomputePolicy policy = RecomputePolicy::kAuto;
   // Minimize extra cost subject to peak <= limit.
@@ -61,6 +66,10 @@ struct RecomputePlanOptions {
   // op, and greedy restarts at tighter targets (slower, rarely better).
   int auto_effort = 1;
   MemoryModelOptions memory;
+  // Non-OK once the caller gave up (cancelled, past its deadline): checked
+  // between passes and inside AUTO's search, whose work then stops and
+  // whose status the plan returns. Empty: never.
+  Interrupt interrupted;
 };
 
 // A region: clones that run together (consecutive in the schedule) and are
@@ -107,6 +116,7 @@ struct FitOptions {
   // means kDefaultMaxOverheadRatio, 0 means no extra compute at all.
   std::optional<double> max_overhead_ratio;
   MemoryModelOptions memory;
+  Interrupt interrupted;  // as in RecomputePlanOptions
 };
 
 struct FitResult {

@@ -86,6 +86,7 @@ absl::StatusOr<Evaluated> RunAuto(const PassInput& input) {
   auto_options.max_overhead_ratio = input.max_overhead_ratio;
   auto_options.max_depth = depth;
   auto_options.effort = options.auto_effort;
+  auto_options.interrupted = options.interrupted;
   for (RematPlan& seed : seeds) {
     if (RematChainDepth(problem, seed) <= depth) {
       auto_options.seeds.push_back(std::move(seed));

@@ -77,7 +77,9 @@ absl::StatusOr<RecomputePlan> GenerateRecomputePlan(
       options.max_overhead_ratio.value_or(kDefaultMaxOverheadRatio);
   input.cost_budget =
       input.max_overhead_ratio * problem.baseline_cost * (1 + kBudgetSlack);
+  if (options.interrupted) RETURN_IF_ERROR(options.interrupted());
   ASSIGN_OR_RETURN(PassOutput output, pass.Run(input));
+  if (options.interrupted) RETURN_IF_ERROR(options.interrupted());
 
   absl::StatusOr<RecomputePlan> plan =
       BuildPlanFromSchedule(graph, op_costs, options.memory, baseline_peak,

@@ -31,6 +31,8 @@ class RematSearch::Impl {
 
   RematState& state() { return state_; }
   bool batch() const { return batch_; }
+  void SetStop(std::function<bool()> stop) { stop_ = std::move(stop); }
+  bool Stopped() const { return stop_ && stop_(); }
 
   // Peak-driven greedy: lowers the peak until it is <= goal.limit (limit
   // mode; returns whether it got there) or until no move fits the budget
@@ -43,6 +45,7 @@ class RematSearch::Impl {
     best_cost_ = state_.cost();
     while (true) {
       if (goal.limit_mode && state_.Peak() <= goal.limit) return true;
+      if (Stopped()) return false;
       std::vector<SearchMove> moves = RankedMoves(goal, state_.PeakSlot());
       if (moves.empty()) return false;
       // The best move applies as evaluated. In batch mode the next ones are
@@ -129,6 +132,7 @@ class RematSearch::Impl {
     size_t tries = 0;
     for (size_t i = 0; i < items.size(); ++tries) {
       if (i >= kMinCleanupTries && untried < tail) break;
+      if (tries % 64 == 63 && Stopped()) break;
       if (batch_ && tries >= kMaxBatchCleanupTries) break;
       const size_t end = std::min(items.size(), i + chunk);
       removed.clear();
@@ -188,7 +192,7 @@ class RematSearch::Impl {
     goal.limit = limit;
     int32_t trials = 0;
     for (OpIndex op : ops) {
-      if (trials++ >= max_trials) break;
+      if (trials++ >= max_trials || Stopped()) break;
       if (!state_.Contains(op)) continue;
       const RematPlan saved = state_.plan();
       const double saved_cost = state_.cost();
@@ -405,6 +409,7 @@ class RematSearch::Impl {
   size_t best_steps_ = 0;
   int64_t best_peak_ = 0;
   double best_cost_ = 0;
+  std::function<bool()> stop_;
 };
 
 RematSearch::RematSearch(const RematProblem& problem, int32_t max_depth)
@@ -412,6 +417,9 @@ RematSearch::RematSearch(const RematProblem& problem, int32_t max_depth)
 RematSearch::~RematSearch() = default;
 RematState& RematSearch::state() { return impl_->state(); }
 bool RematSearch::batch() const { return impl_->batch(); }
+void RematSearch::SetStop(std::function<bool()> stop) {
+  impl_->SetStop(std::move(stop));
+}
 bool RematSearch::Greedy(const SearchGoal& goal) { return impl_->Greedy(goal); }
 void RematSearch::RewindToBest() { impl_->RewindToBest(); }
 int64_t RematSearch::best_peak() const { return impl_->best_peak(); }

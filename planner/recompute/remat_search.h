@@ -5,6 +5,7 @@
 #define ECHO_PLANNER_RECOMPUTE_REMAT_SEARCH_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -41,6 +42,8 @@ class RematSearch {
   ~RematSearch();
 
   RematState& state();
+  // Greedy, Cleanup and LocalSearch stop early once `stop` returns true.
+  void SetStop(std::function<bool()> stop);
   // Large graphs: several ranked moves per scan, bounded cleanups.
   bool batch() const;
 

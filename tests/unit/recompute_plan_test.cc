@@ -6,7 +6,9 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "planner/recompute/auto_recompute.h"
 #include "planner/recompute/recompute_planner.h"
+#include "planner/recompute/remat_problem.h"
 #include "test_util.h"
 
 namespace echo::planner {
@@ -258,6 +260,49 @@ TEST(RecomputePlanTest, AutoRespectsTheDepthBound) {
             "f1 f2 f3 f4 f5 f6 g6 g5 (f2) (f3) g4 g1");
   EXPECT_EQ(deep->planned_peak_bytes, 2031);
   EXPECT_EQ(deep->recompute_cost, 2);
+}
+
+TEST(RecomputePlanTest, AnInterruptedPlanStopsWithTheCallersStatus) {
+  Graph graph = testing::ParseOrFail(testing::kTwoLayerChain);
+  RecomputePlanOptions options;
+  options.memory_limit_bytes = 1300;
+  // Cancelled before the pass starts.
+  options.interrupted = [] { return absl::CancelledError("client gone"); };
+  absl::StatusOr<RecomputePlan> plan =
+      GenerateRecomputePlan(graph, testing::RelativeCosts(graph), options);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kCancelled);
+  // Past its deadline during AUTO's search: the search stops at its next
+  // check and the plan returns that status.
+  int calls = 0;
+  options.interrupted = [&calls]() -> absl::Status {
+    return ++calls > 1 ? absl::DeadlineExceededError("deadline passed")
+                       : absl::OkStatus();
+  };
+  plan = GenerateRecomputePlan(graph, testing::RelativeCosts(graph), options);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_GT(calls, 1);
+  // Inside the search itself (not just between passes).
+  calls = 0;
+  AutoRecompute::Options auto_options;
+  auto_options.memory_limit_bytes = 1300;
+  auto_options.interrupted = options.interrupted;
+  const std::vector<double> costs = testing::RelativeCosts(graph);
+  const RematProblem problem(graph, costs, MemoryModelOptions{});
+  absl::StatusOr<std::vector<RematPlan>> candidates =
+      AutoRecompute(auto_options).Run(problem);
+  ASSERT_FALSE(candidates.ok());
+  EXPECT_EQ(candidates.status().code(), absl::StatusCode::kDeadlineExceeded);
+  // Never interrupted: the same plan as without the check.
+  options.interrupted = [] { return absl::OkStatus(); };
+  plan = GenerateRecomputePlan(graph, testing::RelativeCosts(graph), options);
+  ASSERT_TRUE(plan.ok());
+  options.interrupted = nullptr;
+  absl::StatusOr<RecomputePlan> plain_run =
+      GenerateRecomputePlan(graph, testing::RelativeCosts(graph), options);
+  ASSERT_TRUE(plain_run.ok());
+  EXPECT_EQ(plan->schedule, plain_run->schedule);
 }
 
 TEST(RecomputePlanTest, OptimalRefusesATooBigModelBeforeBuildingIt) {
