@@ -1,6 +1,7 @@
-"""Measuring a training step on CPU: peak tensor memory and saved bytes.
+"""Measuring a training step: peak tensor memory and saved bytes.
 
-Peak: the torch profiler with profile_memory=True records every allocation
+Peak on CUDA: the caching allocator's max_memory_allocated during the step,
+above what was allocated before it. Peak on CPU: the torch profiler with profile_memory=True records every allocation
 and free of the c10 CPU allocator (tensor storages, including temporaries
 inside ops) with its size. Replaying them in time order gives the bytes
 allocated *during* the step; its maximum is the step's peak above what was
