@@ -10,7 +10,6 @@ import torch.nn as nn
 from echo_torch import capture as capture_lib
 from echo_torch.client import PlannerClient, ServerUnavailable
 from echo_torch.convert import ConvertedGraph
-from echo_torch.executor import is_echo_module
 from echo_torch.log import logger
 from echo_torch.pipeline import InfeasibleWarning, PlannedGraph, PlanReport, plan_joint
 from echo_torch.plan_cache import PlanCache
@@ -248,13 +247,12 @@ class EchoBackend:
         self._on_error = on_error
         self._measure_workspace = measure_workspace
         self._client_timing = client_timing
-        self._reports: List[PlanReport] = []
         self._planned: List[PlannedGraph] = []
         self._infeasible = InfeasibleWarning()
         self.fallback_reason: Optional[str] = None
 
     def reports(self) -> List[PlanReport]:
-        return list(self._reports)
+        return [planned.report for planned in self._planned]
 
     def __call__(self, gm, example_inputs):
         from torch._dynamo.backends.common import aot_autograd
@@ -272,8 +270,7 @@ class EchoBackend:
                         raise
                     fallback["reason"] = f"{error}"
                 else:
-                    self._planned.append(planned)  # keeps the programs alive
-                    self._reports.append(planned.report)
+                    self._planned.append(planned)
                     self._infeasible.check(planned.report, stacklevel=2)
                     return planned.programs.forward_module, planned.programs.backward_module
             from torch._functorch.partitioners import default_partition
@@ -289,23 +286,11 @@ class EchoBackend:
             except ServerUnavailable as error:
                 fallback["reason"] = str(error)
 
-        def partition_fn(joint_module, joint_inputs, *, num_fwd_outputs, **kw):
-            inner = capture_lib.make_partition_fn(
-                partitioner, f"graph_{len(self._reports)}", "torch.compile",
-                primals_for=lambda _fake: capture_lib.dynamo_primals(gm, example_inputs))
-            inner.restart_clock()
-            logger.info("echo_torch: Dynamo graph traced in %.1f s",
-                        time.perf_counter() - started)
-            return inner(joint_module, joint_inputs, num_fwd_outputs=num_fwd_outputs, **kw)
-
-        def compiler(graph_module, example):
-            if is_echo_module(graph_module) or self._compile_fn is not \
-                    capture_lib.compile_program:
-                return self._compile_fn(graph_module, example)
-            return make_boxed_func(graph_module.forward)  # default partition
-
-        from torch._functorch.aot_autograd import make_boxed_func
-        return aot_autograd(fw_compiler=compiler, bw_compiler=compiler,
+        # The capture's time in the log counts from Dynamo's call.
+        partition_fn = capture_lib.make_partition_fn(
+            partitioner, f"graph_{len(self._planned)}", "torch.compile",
+            capture_lib.dynamo_primals(gm, example_inputs), started)
+        return aot_autograd(fw_compiler=self._compile_fn, bw_compiler=self._compile_fn,
                             partition_fn=partition_fn,
                             decompositions=self._decompositions)(gm, example_inputs)
 

@@ -25,7 +25,7 @@ import torch.utils._pytree as pytree
 
 from echo_torch.convert import (JointGraph, PrimalInfo, ROLE_BUFFER, ROLE_INPUT,
                                 ROLE_PARAMETER)
-from echo_torch.executor import program_of
+from echo_torch.executor import is_echo_module, program_of
 from echo_torch.log import logger
 
 Partitioner = Callable[[JointGraph], Tuple[Callable, Callable]]
@@ -46,7 +46,12 @@ def check_torch_version():
 
 def compile_program(gm, _example_inputs):
     """fw/bw compiler: runs the Program the partition's GraphModule mirrors
-    (a boxed callable that frees values after their last reader)."""
+    (a boxed callable that frees values after their last reader); a graph
+    partitioned elsewhere (torch's default partition, the backend's
+    fallback) runs as traced."""
+    if not is_echo_module(gm):
+        from torch._functorch.aot_autograd import make_boxed_func
+        return make_boxed_func(gm.forward)
     return program_of(gm)
 
 
@@ -99,28 +104,26 @@ def _fallback_primals(fake_primals) -> List[PrimalInfo]:
 
 
 def make_partition_fn(partitioner: Partitioner, name: str, capture: str,
-                      primals_for: Callable[[Sequence], Optional[List[PrimalInfo]]]):
+                      primals: Optional[List[PrimalInfo]],
+                      started: Optional[float] = None):
     """An AOTAutograd partition_fn that converts and plans through
-    `partitioner`. primals_for(fake_primals) names the primals (None, or a
-    count that does not match: by requires_grad)."""
-    started = {"t": time.perf_counter()}
+    `partitioner`. primals: the primals' names (None, or a count that does
+    not match the joint graph's: named by requires_grad). started: when the
+    capture began (default: now), for the log line."""
+    if started is None:
+        started = time.perf_counter()
 
     def partition_fn(joint_module, joint_inputs, *, num_fwd_outputs, **_):
         fake_primals = joint_inputs[0]
-        primals = primals_for(fake_primals)
-        if primals is None or len(primals) != len(fake_primals):
-            primals = _fallback_primals(fake_primals)
+        named = (primals if primals is not None and len(primals) == len(fake_primals)
+                 else _fallback_primals(fake_primals))
         nodes = sum(1 for n in joint_module.graph.nodes if n.op == "call_function")
         logger.info("echo_torch: captured %s (%d joint ops) in %.1f s", name, nodes,
-                    time.perf_counter() - started["t"])
-        joint = JointGraph(joint_module, num_fwd_outputs, primals, name=name,
+                    time.perf_counter() - started)
+        joint = JointGraph(joint_module, num_fwd_outputs, named, name=name,
                            metadata={"capture": capture}, example_inputs=joint_inputs)
         return partitioner(joint)
 
-    def restart():
-        started["t"] = time.perf_counter()
-
-    partition_fn.restart_clock = restart
     return partition_fn
 
 
@@ -131,9 +134,8 @@ def capture_module(module: nn.Module, partitioner: Partitioner, args: Sequence,
     input signature, as aot_module does not re-trace on new shapes)."""
     from torch._functorch.aot_autograd import aot_module
 
-    primals = module_primals(module, args, kwargs)
     partition_fn = make_partition_fn(partitioner, type(module).__name__, "aot_module",
-                                     primals_for=lambda _fake: primals)
+                                     module_primals(module, args, kwargs))
     compile_fn, decompositions = inner_compiler(compiler)
     return aot_module(module, fw_compiler=compile_fn, bw_compiler=compile_fn,
                       partition_fn=partition_fn, decompositions=decompositions)

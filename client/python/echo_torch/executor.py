@@ -49,7 +49,20 @@ class _Instr:
     frees: Tuple[int, ...] = ()
 
 
+def _map_leaves(template, leaf_fn):
+    """`template` with every leaf (slot, constant, scalar) replaced by
+    leaf_fn(leaf); lists, tuples and dicts become plain ones (fx's immutable
+    containers included)."""
+    if isinstance(template, (list, tuple)):
+        mapped = [_map_leaves(t, leaf_fn) for t in template]
+        return mapped if isinstance(template, list) else tuple(mapped)
+    if isinstance(template, dict):
+        return {k: _map_leaves(v, leaf_fn) for k, v in template.items()}
+    return leaf_fn(template)
+
+
 def _fill(template, env):
+    # The hot path of every step: not _map_leaves, to spare a call per leaf.
     if isinstance(template, _Slot):
         return env[template.index]
     if isinstance(template, (list, tuple)):
@@ -138,19 +151,17 @@ class Program:
         root = torch.nn.Module()
         nodes: Dict[int, fx.Node] = {}
 
-        def to_node(template):
-            if isinstance(template, _Slot):
-                return nodes[template.index]
-            if isinstance(template, torch.Tensor):
+        def leaf_node(leaf):
+            if isinstance(leaf, _Slot):
+                return nodes[leaf.index]
+            if isinstance(leaf, torch.Tensor):  # a constant: an attribute
                 name = f"_echo_constant_{len(root._buffers)}"
-                root.register_buffer(name, template, persistent=False)
+                root.register_buffer(name, leaf, persistent=False)
                 return graph.get_attr(name)
-            if isinstance(template, (list, tuple)):
-                mapped = [to_node(t) for t in template]
-                return mapped if isinstance(template, list) else tuple(mapped)
-            if isinstance(template, dict):
-                return {k: to_node(v) for k, v in template.items()}
-            return template
+            return leaf
+
+        def to_node(template):
+            return _map_leaves(template, leaf_node)
 
         def define(slot, node):
             node.meta["val"] = slot_meta.get(slot)
@@ -285,12 +296,7 @@ class _Builder:
 
 def _to_plain(template):
     """fx's immutable containers -> plain tuples/lists/dicts."""
-    if isinstance(template, (list, tuple)):
-        plain = [_to_plain(t) for t in template]
-        return tuple(plain) if isinstance(template, tuple) else plain
-    if isinstance(template, dict):
-        return {k: _to_plain(v) for k, v in template.items()}
-    return template
+    return _map_leaves(template, lambda leaf: leaf)
 
 
 def build_programs(converted: ConvertedGraph,
