@@ -123,10 +123,9 @@ import torch
 import harness
 import models
 import servers
-from echo_torch import optimize, proto, report
+from echo_torch import optimize, peers, proto, report
 from echo_torch import capture as capture_lib
 from echo_torch.convert import JointGraph, convert
-from echo_torch.executor import program_from_graph_module
 from echo_torch.plan_cache import PlanCache
 from echo_torch.planners import PlanRequestOptions, ServerPlanner
 
@@ -250,12 +249,9 @@ def torch_point(model, inputs, budget, clone_saved_buffers=False):
     default). Returns (StepResult, flops, record) where record has the
     converted joint, fw and bw GraphModules and the names of fw's ops.
     clone_saved_buffers: apply _clone_saved_buffers to the partition."""
-    from torch._functorch.aot_autograd import aot_module
     from torch._functorch.partitioners import min_cut_rematerialization_partition
 
-    # PrimalInfo per primal ((info, tensor) pairs in older echo_torch).
-    primals = [p[0] if isinstance(p, tuple) else p
-               for p in capture_lib.module_primals(model, inputs, {})]
+    primals = capture_lib.module_primals(model, inputs, {})
     record = {}
 
     def partition_fn(joint_module, joint_inputs, *, num_fwd_outputs, **kw):
@@ -270,11 +266,7 @@ def torch_point(model, inputs, budget, clone_saved_buffers=False):
             record["cloned_buffers"] = _clone_saved_buffers(fw, primals, num_fwd_outputs)
         return fw, bw
 
-    def compiler(gm, _example):
-        return program_from_graph_module(gm)
-
-    wrapped = aot_module(model, fw_compiler=compiler, bw_compiler=compiler,
-                         partition_fn=partition_fn)
+    wrapped = peers.mincut_module(model, partition_fn)
     if budget is None:
         result, flops = measure_point(model, wrapped, inputs)
     else:
