@@ -80,6 +80,19 @@ absl::StatusOr<planner::RecomputePlanOptions> PlanOptionsFromProto(
   }
   if (time_limit > 0) options.solver_time_limit_seconds = time_limit;
   options.max_recompute_depth = request.max_recompute_depth();
+  switch (request.objective()) {
+    case v1::RECOMPUTE_OBJECTIVE_UNSPECIFIED:
+    case v1::RECOMPUTE_OBJECTIVE_PEAK_BYTES:
+      options.objective = planner::RecomputeObjective::kPeakBytes;
+      break;
+    case v1::RECOMPUTE_OBJECTIVE_STASH_BYTES:
+      options.objective = planner::RecomputeObjective::kStashBytes;
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown objective ", request.objective(),
+                       "; expected PEAK_BYTES or STASH_BYTES"));
+  }
   ASSIGN_OR_RETURN(options.memory, MemoryModelFromProto(request.allocator()));
   return options;
 }
@@ -104,6 +117,8 @@ void FillPlanResponse(const planner::Graph& graph,
   for (planner::TensorIndex t : plan.stash) {
     response->add_stash_tensor_ids(graph.tensor(t).id);
   }
+  response->set_stash_bytes(plan.stash_bytes);
+  response->set_stash_lower_bound_bytes(plan.stash_lower_bound_bytes);
   for (const planner::RecomputeRegionReport& region : plan.regions) {
     v1::RecomputeRegion* out = response->add_regions();
     for (planner::OpIndex o : region.ops) out->add_op_ids(graph.op(o).id);

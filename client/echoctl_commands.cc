@@ -121,6 +121,7 @@ int RunPlan(PlannerClient& client, const EchoctlFlags& flags) {
   v1::GenerateRecomputePlanRequest request;
   if (!LoadGraph(flags, request.mutable_graph())) return 1;
   request.set_policy(flags.policy);
+  request.set_objective(flags.objective);
   if (flags.memory_limit_bytes) {
     request.set_memory_limit_bytes(*flags.memory_limit_bytes);
   }
@@ -161,11 +162,14 @@ int RunPlan(PlannerClient& client, const EchoctlFlags& flags) {
       100 * plan.recompute_overhead_ratio(), recomputes);
   std::cout << "lower bound on any plan's peak: "
             << plan.peak_lower_bound_bytes() << " bytes\n";
+  if (plan.stash_lower_bound_bytes() > 0) {
+    std::cout << "lower bound on the stash of any plan within the budget: "
+              << plan.stash_lower_bound_bytes() << " bytes\n";
+  }
   std::cout << absl::StrFormat(
-      "stashed tensors: %d, regions: %d, solved in "
-      "%.3f ms",
-      plan.stash_tensor_ids_size(), plan.regions_size(),
-      plan.solve_time_seconds() * 1e3);
+      "stashed tensors: %d (%s), regions: %d, solved in %.3f ms",
+      plan.stash_tensor_ids_size(), planner::HumanBytes(plan.stash_bytes()),
+      plan.regions_size(), plan.solve_time_seconds() * 1e3);
   if (!plan.solver_status().empty()) {
     std::cout << " (" << plan.solver_status() << ")";
   }

@@ -22,6 +22,7 @@ struct EchoctlFlags {
   std::string format = "auto";
   std::string device;
   v1::RecomputePolicy policy = v1::RECOMPUTE_POLICY_AUTO;
+  v1::RecomputeObjective objective = v1::RECOMPUTE_OBJECTIVE_UNSPECIFIED;
   std::optional<int64_t> memory_limit_bytes;
   std::optional<double> max_overhead_ratio;
   double solver_time_limit_seconds = 0;

@@ -5,7 +5,7 @@
 //   echoctl estimate --graph G [--device NAME] [--allocator_rounding_bytes N]
 //                    [--live_tensors K]
 //   echoctl plan --graph G [--policy P] [--memory_limit_bytes N |
-//                --max_overhead_ratio R] [--device NAME]
+//                --max_overhead_ratio R] [--device NAME] [--objective O]
 //   echoctl fit --graph G --device NAME [--max_overhead_ratio R]
 //   echoctl profile --graph G [--force]
 //   echoctl node-info
@@ -160,6 +160,11 @@ int main(int argc, char** argv) {
                    flags.solver_time_limit_seconds,
                    "OPTIMAL's time limit (0: the server's default)")
       ->check(CLI::NonNegativeNumber);
+  std::string objective;
+  plan->add_option("--objective", objective,
+                   "what AUTO minimizes within its overhead budget: "
+                   "peak_bytes (default) or stash_bytes")
+      ->check(CLI::IsMember({"peak_bytes", "stash_bytes"}));
   AddRoundingFlag(plan, flags);
 
   CLI::App* fit = app.add_subcommand(
@@ -193,6 +198,11 @@ int main(int argc, char** argv) {
   flags.json_output = output == "json";
   if (!policy.empty()) {
     flags.policy = static_cast<v1::RecomputePolicy>(std::stoi(policy));
+  }
+  if (objective == "stash_bytes") {
+    flags.objective = v1::RECOMPUTE_OBJECTIVE_STASH_BYTES;
+  } else if (objective == "peak_bytes") {
+    flags.objective = v1::RECOMPUTE_OBJECTIVE_PEAK_BYTES;
   }
   if (memory_limit_option->count() > 0) {
     flags.memory_limit_bytes = memory_limit_bytes;

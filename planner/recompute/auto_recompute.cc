@@ -58,6 +58,9 @@ absl::StatusOr<std::vector<RematPlan>> AutoRecompute::Run(
     });
   }
   RematState& state = search.state();
+  if (options_.first_backward_op > 0 && !options_.memory_limit_bytes) {
+    state.TrackStash(options_.first_backward_op);
+  }
   std::vector<RematPlan> candidates;
   std::vector<RematPlan> starts = {
       RematPlan{RematSet(problem.num_ops(), 0), {}}};
@@ -115,6 +118,18 @@ absl::StatusOr<std::vector<RematPlan>> AutoRecompute::Run(
         if (round > 0 && search.best_peak() >= peak) break;
         peak = search.best_peak();
       }
+      candidates.push_back(state.plan());
+      RETURN_IF_ERROR(interrupt_status);
+      if (!state.tracks_stash()) continue;
+      SearchGoal stash_goal = goal;
+      stash_goal.minimize_stash = true;
+      // The budget the peak descent left, then the whole budget.
+      search.Greedy(stash_goal);
+      search.RewindToBest();
+      candidates.push_back(state.plan());
+      AssignWithinBudget(problem, start, goal.budget, state);
+      search.Greedy(stash_goal);
+      search.RewindToBest();
       candidates.push_back(state.plan());
       RETURN_IF_ERROR(interrupt_status);
     }

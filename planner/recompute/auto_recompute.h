@@ -23,6 +23,9 @@
 // within the budget back to its lowest peak, cleanup at that peak to free
 // budget, repeated while the peak improves (the peak is not monotonic in
 // the budget: the lowest one seen is kept).
+// Stash objective (overhead mode): the greedy lowers the stash instead of
+// the peak slot, from the start and again after the peak descent with the
+// budget it left.
 // Each mode runs from the empty plan and from the seeds (the ECHO and
 // CHEN_SQRT plans, cut to the budget) and returns every candidate: the
 // caller replays them and keeps the best, so AUTO is never worse than the
@@ -51,6 +54,10 @@ class AutoRecompute {
     int32_t max_depth = kDefaultMaxRecomputeDepth;
     // 0: greedy + cleanup; 1: + local search (bounded work); 2: more.
     int effort = 1;
+    // Overhead mode, the stash objective: the graph's first backward op
+    // (kNoOp: off). The search then also lowers the stash, never raising
+    // the peak; RunAuto's selection ranks by stash.
+    OpIndex first_backward_op = kNoOp;
     // Plans to start from as well (e.g. ECHO's and CHEN_SQRT's).
     std::vector<RematPlan> seeds;
     // The caller gave up: the search stops and Run returns this status.

@@ -36,4 +36,28 @@ absl::string_view RecomputePolicyName(RecomputePolicy policy) {
   return "unknown";
 }
 
+absl::StatusOr<RecomputeObjective> ParseRecomputeObjective(
+    absl::string_view name) {
+  const std::string lower = absl::AsciiStrToLower(name);
+  if (lower == "peak_bytes" || lower == "peak") {
+    return RecomputeObjective::kPeakBytes;
+  }
+  if (lower == "stash_bytes" || lower == "stash") {
+    return RecomputeObjective::kStashBytes;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown recompute objective '", name,
+                   "'; expected peak_bytes or stash_bytes"));
+}
+
+absl::string_view RecomputeObjectiveName(RecomputeObjective objective) {
+  switch (objective) {
+    case RecomputeObjective::kPeakBytes:
+      return "peak_bytes";
+    case RecomputeObjective::kStashBytes:
+      return "stash_bytes";
+  }
+  return "unknown";
+}
+
 }  // namespace echo::planner

@@ -21,6 +21,13 @@ namespace echo::planner {
 
 enum class RecomputePolicy { kAuto, kNone, kEcho, kChenSqrt, kOptimal };
 
+// What AUTO minimizes within an overhead budget. kPeakBytes: the step's peak
+// (what decides whether a step fits). kStashBytes: the bytes the forward
+// leaves for the backward (the stash), never raising the plain peak: what
+// torch's activation_memory_budget partitioner minimizes, and what frees
+// memory for work that overlaps the boundary between the passes.
+enum class RecomputeObjective { kPeakBytes, kStashBytes };
+
 // The overhead budget when a request gives neither budget (plans) or no
 // overhead budget (fit checks): extra compute <= 5% of the baseline.
 inline constexpr double kDefaultMaxOverheadRatio = 0.05;
@@ -65,6 +72,8 @@ struct RecomputePlanOptions {
   // local search on graphs up to 600 ops; 2 local search on every graph and
   // op, and greedy restarts at tighter targets (slower, rarely better).
   int auto_effort = 1;
+  // AUTO with an overhead budget only (no memory_limit_bytes).
+  RecomputeObjective objective = RecomputeObjective::kPeakBytes;
   MemoryModelOptions memory;
   // Non-OK once the caller gave up (cancelled, past its deadline): checked
   // between passes and inside AUTO's search, whose work then stops and
@@ -90,6 +99,11 @@ struct RecomputePlan {
   Schedule schedule;
   // Forward-produced tensors kept for the backward, ascending.
   std::vector<TensorIndex> stash;
+  // Their allocated bytes.
+  int64_t stash_bytes = 0;
+  // With an overhead budget: no plan within it can stash fewer bytes
+  // (StashLowerBound); 0 with a memory limit.
+  int64_t stash_lower_bound_bytes = 0;
   std::vector<RecomputeRegionReport> regions;
   int64_t baseline_peak_bytes = 0;
   int64_t planned_peak_bytes = 0;
@@ -132,6 +146,10 @@ struct FitResult {
 absl::StatusOr<RecomputePolicy> ParseRecomputePolicy(absl::string_view name);
 // Lower case.
 absl::string_view RecomputePolicyName(RecomputePolicy policy);
+// Case-insensitive: peak_bytes (or peak), stash_bytes (or stash).
+absl::StatusOr<RecomputeObjective> ParseRecomputeObjective(
+    absl::string_view name);
+absl::string_view RecomputeObjectiveName(RecomputeObjective objective);
 
 }  // namespace echo::planner
 

@@ -82,6 +82,89 @@ std::string NameList(const Graph& graph, const std::vector<int32_t>& items,
 
 }  // namespace
 
+std::vector<TensorIndex> StashedTensors(const Graph& graph,
+                                        const Schedule& schedule) {
+  // Forward-produced activations whose original instance is read at or after
+  // the first non-forward original op.
+  const int32_t num_steps = static_cast<int32_t>(schedule.size());
+  int32_t backward_start = num_steps;
+  for (int32_t step = 0; step < num_steps; ++step) {
+    if (!schedule[step].recompute &&
+        graph.op(schedule[step].op).phase != Phase::kForward) {
+      backward_start = step;
+      break;
+    }
+  }
+  std::vector<int32_t> original_last_read(graph.num_tensors(), kNone);
+  std::vector<uint8_t> original_current(graph.num_tensors(), 0);
+  for (int32_t step = 0; step < num_steps; ++step) {
+    const Execution& e = schedule[step];
+    for (TensorIndex t : graph.op(e.op).inputs) {
+      if (original_current[t]) original_last_read[t] = step;
+    }
+    for (TensorIndex t : graph.op(e.op).outputs) {
+      original_current[t] = !e.recompute;
+    }
+  }
+  std::vector<TensorIndex> stash;
+  for (TensorIndex t = 0; t < graph.num_tensors(); ++t) {
+    const Tensor& tensor = graph.tensor(t);
+    if (tensor.producer == kNoOp || IsPersistentRole(tensor.role) ||
+        graph.op(tensor.producer).phase != Phase::kForward) {
+      continue;
+    }
+    if (original_last_read[t] >= backward_start) stash.push_back(t);
+  }
+  return stash;
+}
+
+int64_t StashBytes(const Graph& graph, const Schedule& schedule,
+                   const MemoryModelOptions& memory) {
+  int64_t bytes = 0;
+  for (TensorIndex t : StashedTensors(graph, schedule)) {
+    bytes += AllocatedBytes(graph.tensor(t).size_bytes, memory);
+  }
+  return bytes;
+}
+
+int64_t StashLowerBound(const Graph& graph, const std::vector<double>& op_costs,
+                        const MemoryModelOptions& memory, double cost_budget) {
+  // Per producer: the stashed bytes one clone of it takes out of the stash.
+  absl::flat_hash_map<OpIndex, int64_t> bytes_of_op;
+  int64_t stash = 0;
+  for (TensorIndex t : StashedTensors(graph, PlainSchedule(graph))) {
+    const int64_t bytes = AllocatedBytes(graph.tensor(t).size_bytes, memory);
+    stash += bytes;
+    const OpIndex producer = graph.tensor(t).producer;
+    if (graph.op(producer).recomputable) bytes_of_op[producer] += bytes;
+  }
+  struct Item {
+    double cost;
+    int64_t bytes;
+  };
+  std::vector<Item> items;
+  for (const auto& [op, bytes] : bytes_of_op) {
+    if (bytes > 0) items.push_back({op_costs[op], bytes});
+  }
+  // Fractional knapsack, least cost per byte first (free ops first).
+  std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
+    return a.cost / static_cast<double>(a.bytes) <
+           b.cost / static_cast<double>(b.bytes);
+  });
+  double budget = cost_budget;
+  double removable = 0;
+  for (const Item& item : items) {
+    if (item.cost <= budget) {
+      removable += static_cast<double>(item.bytes);
+      budget -= item.cost;
+    } else {
+      removable += static_cast<double>(item.bytes) * budget / item.cost;
+      break;
+    }
+  }
+  return std::max<int64_t>(0, stash - static_cast<int64_t>(removable));
+}
+
 absl::StatusOr<RecomputePlan> BuildPlanFromSchedule(
     const Graph& graph, const std::vector<double>& op_costs,
     const MemoryModelOptions& memory, int64_t baseline_peak_bytes,
@@ -102,40 +185,18 @@ absl::StatusOr<RecomputePlan> BuildPlanFromSchedule(
           ? plan.recompute_cost / plan.baseline_compute_cost
           : 0;
 
-  // Stash: forward-produced activations whose original instance is read at
-  // or after the first non-forward original op.
-  const int32_t num_steps = static_cast<int32_t>(schedule.size());
-  int32_t backward_start = num_steps;
-  for (int32_t step = 0; step < num_steps; ++step) {
-    if (!schedule[step].recompute &&
-        graph.op(schedule[step].op).phase != Phase::kForward) {
-      backward_start = step;
-      break;
-    }
+  plan.stash = StashedTensors(graph, schedule);
+  std::vector<uint8_t> stashed(graph.num_tensors(), 0);
+  for (TensorIndex t : plan.stash) {
+    stashed[t] = 1;
+    plan.stash_bytes += AllocatedBytes(graph.tensor(t).size_bytes, memory);
   }
-  std::vector<int32_t> original_last_read(graph.num_tensors(), kNone);
-  std::vector<uint8_t> original_current(graph.num_tensors(), 0);
+  const int32_t num_steps = static_cast<int32_t>(schedule.size());
   std::vector<std::vector<int32_t>> clone_steps(graph.num_tensors());
   for (int32_t step = 0; step < num_steps; ++step) {
-    const Execution& e = schedule[step];
-    for (TensorIndex t : graph.op(e.op).inputs) {
-      if (original_current[t]) original_last_read[t] = step;
-    }
-    for (TensorIndex t : graph.op(e.op).outputs) {
-      original_current[t] = !e.recompute;
-      if (e.recompute) clone_steps[t].push_back(step);
-    }
-  }
-  std::vector<uint8_t> stashed(graph.num_tensors(), 0);
-  for (TensorIndex t = 0; t < graph.num_tensors(); ++t) {
-    const Tensor& tensor = graph.tensor(t);
-    if (tensor.producer == kNoOp || IsPersistentRole(tensor.role) ||
-        graph.op(tensor.producer).phase != Phase::kForward) {
-      continue;
-    }
-    if (original_last_read[t] >= backward_start) {
-      stashed[t] = 1;
-      plan.stash.push_back(t);
+    if (!schedule[step].recompute) continue;
+    for (TensorIndex t : graph.op(schedule[step].op).outputs) {
+      clone_steps[t].push_back(step);
     }
   }
 

@@ -23,6 +23,20 @@ absl::StatusOr<RecomputePlan> BuildPlanFromSchedule(
     const MemoryModelOptions& memory, int64_t baseline_peak_bytes,
     Schedule schedule);
 
+// Forward-produced tensors whose original instance the backward reads (the
+// stash), ascending; and their allocated bytes.
+std::vector<TensorIndex> StashedTensors(const Graph& graph,
+                                        const Schedule& schedule);
+int64_t StashBytes(const Graph& graph, const Schedule& schedule,
+                   const MemoryModelOptions& memory);
+
+// A stash no plan whose recompute cost is within `cost_budget` can beat:
+// taking a tensor out of the stash re-runs its producer at least once, so
+// the plain stash minus a fractional knapsack of producers (bytes of their
+// stashed outputs, weight their cost) bounds it from below.
+int64_t StashLowerBound(const Graph& graph, const std::vector<double>& op_costs,
+                        const MemoryModelOptions& memory, double cost_budget);
+
 // A peak no valid schedule can beat: the max over ops of what must be live
 // while it runs: persistent graph inputs; persistent tensors and graph
 // outputs made before it; its distinct inputs, outputs and workspace; every

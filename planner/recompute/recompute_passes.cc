@@ -3,6 +3,7 @@
 #include <array>
 #include <memory>
 #include <optional>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -23,18 +24,27 @@ struct Evaluated {
   Schedule schedule;
   int64_t peak = 0;
   double cost = 0;
+  int64_t stash_bytes = 0;
 };
 
 // Replays each candidate and keeps the best under the budget: with a memory
 // limit, the cheapest plan that meets it (else the lowest peak); with an
-// overhead budget, the lowest peak within it. The plain schedule is always a
-// candidate, so the result is never worse than it.
+// overhead budget, the lowest peak within it (stash objective: the fewest
+// stashed bytes within it and the plain peak). The plain schedule is always
+// a candidate, so the result is never worse than it.
 Evaluated SelectBest(const RematProblem& problem,
                      const std::vector<RematPlan>& candidates,
                      const std::optional<int64_t>& memory_limit,
-                     double cost_budget) {
+                     double cost_budget, RecomputeObjective objective) {
+  const bool by_stash =
+      objective == RecomputeObjective::kStashBytes && !memory_limit.has_value();
   std::optional<Evaluated> best;
+  std::optional<int64_t> plain_peak;
   auto better = [&](const Evaluated& a, const Evaluated& b) {
+    if (by_stash) {
+      return std::make_tuple(a.stash_bytes, a.peak, a.cost) <
+             std::make_tuple(b.stash_bytes, b.peak, b.cost);
+    }
     if (memory_limit.has_value()) {
       const bool a_fits = a.peak <= *memory_limit;
       const bool b_fits = b.peak <= *memory_limit;
@@ -56,11 +66,24 @@ Evaluated SelectBest(const RematProblem& problem,
       if (x.recompute) e.cost += problem.op_costs[x.op];
     }
     if (!memory_limit.has_value() && e.cost > cost_budget) return;
+    if (!plain_peak.has_value()) plain_peak = e.peak;  // the first: plain
+    if (by_stash) {
+      if (e.peak > *plain_peak) return;
+      e.stash_bytes = StashBytes(problem.graph, e.schedule, problem.memory);
+    }
     if (!best.has_value() || better(e, *best)) best = std::move(e);
   };
   consider(RematPlan{RematSet(problem.num_ops(), 0), {}});
   for (const RematPlan& plan : candidates) consider(plan);
   return *std::move(best);
+}
+
+// The first op that is not in the forward pass (kNoOp when none).
+OpIndex FirstBackwardOp(const Graph& graph) {
+  for (OpIndex o = 0; o < graph.num_ops(); ++o) {
+    if (graph.op(o).phase != Phase::kForward) return o;
+  }
+  return kNoOp;
 }
 
 // AUTO: its search, seeded with the ECHO and CHEN_SQRT plans, then the best
@@ -87,6 +110,9 @@ absl::StatusOr<Evaluated> RunAuto(const PassInput& input) {
   auto_options.max_depth = depth;
   auto_options.effort = options.auto_effort;
   auto_options.interrupted = options.interrupted;
+  if (options.objective == RecomputeObjective::kStashBytes) {
+    auto_options.first_backward_op = FirstBackwardOp(problem.graph);
+  }
   for (RematPlan& seed : seeds) {
     if (RematChainDepth(problem, seed) <= depth) {
       auto_options.seeds.push_back(std::move(seed));
@@ -101,7 +127,7 @@ absl::StatusOr<Evaluated> RunAuto(const PassInput& input) {
     }
   }
   return SelectBest(problem, within, options.memory_limit_bytes,
-                    input.cost_budget);
+                    input.cost_budget, options.objective);
 }
 
 // NONE: the plain schedule.

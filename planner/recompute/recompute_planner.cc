@@ -52,6 +52,13 @@ absl::Status Validate(const Graph& graph, const std::vector<double>& op_costs,
         absl::StrCat("max_overhead_ratio must be finite and non-negative, got ",
                      *options.max_overhead_ratio));
   }
+  if (options.objective == RecomputeObjective::kStashBytes &&
+      (options.policy != RecomputePolicy::kAuto ||
+       options.memory_limit_bytes.has_value())) {
+    return absl::InvalidArgumentError(
+        "objective stash_bytes is AUTO's with an overhead budget: use policy "
+        "AUTO and max_overhead_ratio, not memory_limit_bytes");
+  }
   if (options.max_recompute_depth < 0 ||
       options.max_recompute_depth > kMaxRecomputeDepth) {
     return absl::InvalidArgumentError(
@@ -90,6 +97,10 @@ absl::StatusOr<RecomputePlan> GenerateRecomputePlan(
         " produced an invalid schedule: ", plan.status().message()));
   }
   plan->peak_lower_bound_bytes = PeakLowerBound(graph, options.memory);
+  if (!options.memory_limit_bytes.has_value()) {
+    plan->stash_lower_bound_bytes =
+        StashLowerBound(graph, op_costs, options.memory, input.cost_budget);
+  }
   plan->solver_status = output.solver_status;
   plan->solver_bound_cost = output.solver_bound_cost;
   plan->feasible = output.limit_reachable &&
@@ -119,6 +130,15 @@ absl::StatusOr<RecomputePlan> GenerateRecomputePlan(
       plan->peak_lower_bound_bytes > options.memory_limit_bytes.value_or(0)) {
     absl::StrAppend(&plan->message, " (no schedule can go below ",
                     HumanBytes(plan->peak_lower_bound_bytes), ")");
+  }
+  if (options.objective == RecomputeObjective::kStashBytes) {
+    absl::StrAppend(
+        &plan->message, "; stash ",
+        HumanBytes(StashBytes(graph, PlainSchedule(graph), options.memory)),
+        " -> ", HumanBytes(plan->stash_bytes),
+        " (no plan within the budget "
+        "below ",
+        HumanBytes(plan->stash_lower_bound_bytes), ")");
   }
   if (options.policy == RecomputePolicy::kOptimal) {
     absl::StrAppend(&plan->message, "; solver: ", output.solver_status);

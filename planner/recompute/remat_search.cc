@@ -1,6 +1,7 @@
 #include "planner/recompute/remat_search.h"
 
 #include <algorithm>
+#include <tuple>
 #include <utility>
 
 namespace echo::planner {
@@ -41,12 +42,22 @@ class RematSearch::Impl {
   bool Greedy(const SearchGoal& goal) {
     log_.clear();
     best_steps_ = 0;
+    const bool stash = Stash(goal);
+    // Stash: moves on the tensors live across the last forward op.
+    auto target_slot = [&] {
+      return stash ? state_.stash_slot() : state_.PeakSlot();
+    };
+    // Lexicographic: (stash,) peak, cost.
+    auto key = [&] {
+      return std::make_tuple(stash ? state_.StashBytes() : 0, state_.Peak(),
+                             state_.cost());
+    };
+    auto best_key = key();
     best_peak_ = state_.Peak();
-    best_cost_ = state_.cost();
     while (true) {
       if (goal.limit_mode && state_.Peak() <= goal.limit) return true;
       if (Stopped()) return false;
-      std::vector<SearchMove> moves = RankedMoves(goal, state_.PeakSlot());
+      std::vector<SearchMove> moves = RankedMoves(goal, target_slot());
       if (moves.empty()) return false;
       // The best move applies as evaluated. In batch mode the next ones are
       // re-checked against the new peak and applied while they still help,
@@ -56,14 +67,14 @@ class RematSearch::Impl {
         if (applied && !batch_) break;
         if (goal.limit_mode && state_.Peak() <= goal.limit) break;
         const int64_t peak = state_.Peak();
-        const int32_t slot = state_.PeakSlot();
-        const int64_t slot_value = state_.SlotValue(slot);
+        const int32_t slot = target_slot();
+        const int64_t slot_value = Measure(goal, slot);
         const size_t logged = log_.size();
         for (const SearchStep& step : move.steps) {
           if (Apply(step)) log_.push_back(step);
         }
         const bool helps = log_.size() > logged && state_.Peak() <= peak &&
-                           state_.SlotValue(slot) < slot_value &&
+                           Measure(goal, slot) < slot_value &&
                            (goal.limit_mode || state_.cost() <= goal.budget);
         if (applied && !helps) {
           while (log_.size() > logged) {
@@ -73,11 +84,10 @@ class RematSearch::Impl {
           continue;
         }
         applied = true;
-        if (state_.Peak() < best_peak_ ||
-            (state_.Peak() == best_peak_ && state_.cost() < best_cost_)) {
+        if (key() < best_key) {
           best_steps_ = log_.size();
+          best_key = key();
           best_peak_ = state_.Peak();
-          best_cost_ = state_.cost();
         }
       }
     }
@@ -248,6 +258,14 @@ class RematSearch::Impl {
     return *it;
   }
 
+  bool Stash(const SearchGoal& goal) const {
+    return goal.minimize_stash && !goal.limit_mode && state_.tracks_stash();
+  }
+  // What a move lowers: the bytes at `slot`, or the stash.
+  int64_t Measure(const SearchGoal& goal, int32_t slot) const {
+    return Stash(goal) ? state_.StashBytes() : state_.SlotValue(slot);
+  }
+
   bool DepthAllows(OpIndex op) const {
     return state_.ChainDepthIfAdded(op, max_depth_) <= max_depth_;
   }
@@ -269,7 +287,7 @@ class RematSearch::Impl {
                      const SearchStep& first, SearchMove& best) {
     const Graph& graph = problem_.graph;
     const int64_t peak = state_.Peak();
-    const int64_t slot_value = state_.SlotValue(slot);
+    const int64_t slot_value = Measure(goal, slot);
     const double base_cost = state_.cost();
     std::vector<SearchStep> applied;
     std::vector<SearchStep> level = {first};
@@ -297,7 +315,7 @@ class RematSearch::Impl {
       }
       if (!any) break;
       const double cost = state_.cost() - base_cost;
-      const int64_t reduction = slot_value - state_.SlotValue(slot);
+      const int64_t reduction = slot_value - Measure(goal, slot);
       const bool fits = goal.limit_mode || state_.cost() <= goal.budget;
       if (fits && reduction > 0 && state_.Peak() <= peak) {
         const double score = Score(goal, slot_value, reduction, cost);
@@ -408,7 +426,6 @@ class RematSearch::Impl {
   std::vector<SearchStep> log_;
   size_t best_steps_ = 0;
   int64_t best_peak_ = 0;
-  double best_cost_ = 0;
   std::function<bool()> stop_;
 };
 

@@ -20,6 +20,9 @@ struct SearchGoal {
   bool limit_mode = true;
   int64_t limit = 0;
   double budget = 0;
+  // Overhead mode, with the state tracking the stash (TrackStash): lowers
+  // the stash instead of the peak, never raising the global peak.
+  bool minimize_stash = false;
 };
 
 // One change to a plan: add `op` to the set (point == kNoOp), or request a
@@ -51,7 +54,8 @@ class RematSearch {
   // there per unit of cost (in limit mode: min(reduction, excess) / cost),
   // never raising the global peak, until the peak is <= goal.limit (limit
   // mode; returns whether it got there) or no move fits the budget. It logs
-  // its steps; RewindToBest goes back to the lowest peak (then cost) seen.
+  // its steps; RewindToBest goes back to the lowest peak (then cost) seen,
+  // or when minimizing the stash, the lowest stash (then peak, then cost).
   bool Greedy(const SearchGoal& goal);
   void RewindToBest();
   int64_t best_peak() const;

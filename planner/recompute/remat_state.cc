@@ -67,6 +67,7 @@ void RematState::Assign(const RematPlan& plan) {
     values[slot] = running;
   }
   tree_.Assign(values);
+  if (tracks_stash()) TrackStash(OpOfSlot(stash_from_slot_));
 }
 
 void RematState::ComputeIntervals(TensorIndex t, Interval& original,
@@ -176,8 +177,31 @@ void RematState::Refresh(TensorIndex t) {
     for (size_t k = common; k < clones.size(); ++k)
       AddInterval(clones[k], bytes);
   }
+  if (tracks_stash()) {
+    stash_bytes_ +=
+        StashContribution(t, original) - StashContribution(t, original_[t]);
+  }
   original_[t] = original;
   clones_[t].assign(clones.begin(), clones.end());
+}
+
+int64_t RematState::StashContribution(TensorIndex t,
+                                      const Interval& original) const {
+  const Tensor& tensor = graph_.tensor(t);
+  if (tensor.producer == kNoOp || IsPersistentRole(tensor.role) ||
+      graph_.op(tensor.producer).phase != Phase::kForward || original.empty() ||
+      original.hi < stash_from_slot_) {
+    return 0;
+  }
+  return problem_.tensor_bytes[t];
+}
+
+void RematState::TrackStash(OpIndex first_backward_op) {
+  stash_from_slot_ = MainSlot(first_backward_op);
+  stash_bytes_ = 0;
+  for (TensorIndex t = 0; t < graph_.num_tensors(); ++t) {
+    stash_bytes_ += StashContribution(t, original_[t]);
+  }
 }
 
 void RematState::UpdateWorkspace(OpIndex at, int64_t workspace, bool insert) {

@@ -81,6 +81,15 @@ class RematState {
     return clones_[t];
   }
 
+  // The stash objective: from now on, StashBytes() sums the forward-made,
+  // non-persistent tensors whose original instance is read at or after
+  // `first_backward_op` (what StashedTensors reports for the schedule).
+  void TrackStash(OpIndex first_backward_op);
+  bool tracks_stash() const { return stash_from_slot_ >= 0; }
+  int64_t StashBytes() const { return stash_bytes_; }
+  // The main slot of the last forward op: every stashed tensor is live there.
+  int32_t stash_slot() const { return stash_from_slot_ - 2; }
+
   // Longest chain of set ops through `op` if it were added (1 when alone),
   // counted up to `cap` + 1.
   int32_t ChainDepthIfAdded(OpIndex op, int32_t cap) const;
@@ -111,6 +120,11 @@ class RematState {
   std::vector<std::vector<OpIndex>> clone_points_;
   std::vector<Interval> original_;
   std::vector<std::vector<Interval>> clones_;
+  int64_t StashContribution(TensorIndex t, const Interval& original) const;
+
+  // Stash tracking (TrackStash): -1 when off.
+  int32_t stash_from_slot_ = -1;
+  int64_t stash_bytes_ = 0;
   // Tensors whose interval never changes (persistent, graph outputs).
   std::vector<uint8_t> fixed_;
   MaxSegmentTree tree_;

@@ -87,6 +87,9 @@ def model_table(res):
                 notes.append("infeasible")
             if p.get("predicted_overhead_pct") is not None:
                 notes.append(f"echod predicted {p['predicted_overhead_pct']:.2f}%")
+            if p.get("stash_lower_bound_bytes") and opts.get("objective") == "stash_bytes":
+                notes.append(f"no plan within the budget holds < "
+                             f"{p['stash_lower_bound_bytes'] / MIB:.3f} MiB")
         if p.get("moved_ops"):
             notes.append(f"{p['moved_ops']} ops moved to bw")
         if p.get("workaround"):
@@ -138,6 +141,11 @@ def summary_line(res):
              f"{'yes' if res['echo_at_or_below_torch_by_peak'] else 'no'}")
     if res["torch_points_not_dominated_by_peak"]:
         line += " (not dominated: " + ", ".join(res["torch_points_not_dominated_by_peak"]) + ")"
+    bound = pts.get(f"Echo AUTO stash {SUMMARY_CAP:g}%", {}).get("stash_lower_bound_bytes")
+    if bound:
+        line += (f". By echod's cost model no plan within {SUMMARY_CAP:g}% holds less than "
+                 f"{bound / MIB:.3f} MiB for backward (at most "
+                 f"{eager['saved_bytes'] / bound:.2f}x less than eager)")
     wrong = [p["label"] for p in res["points"]
              if p["kind"] != "failed" and not p.get("grads_match_eager", True)]
     if wrong:

@@ -248,6 +248,39 @@ class RealServerTest(unittest.TestCase):
         self.assertIn("cannot be met", messages[0])
         self.assertIn(f"({rep.planned_peak_bytes} bytes", messages[0])
 
+    def test_stash_objective_holds_fewer_bytes_within_the_budget(self):
+        torch.manual_seed(0)
+        model = nn.Sequential(*[nn.Sequential(nn.Linear(64, 64), nn.Tanh(), nn.Sigmoid())
+                                for _ in range(4)], _Mean())
+        x = torch.randn(32, 64)
+        want = harness.eager(model, (x,))
+        plain = harness.aot_plain(model, (x,))
+        with servers.Echod() as echod:
+            results = {}
+            for objective in ("peak_bytes", "stash_bytes"):
+                wrapped = optimize(model, server=echod.address, max_overhead_ratio=0.1,
+                                   objective=objective, plan_cache=False, on_error="raise")
+                results[objective] = harness.run_step(model, wrapped, (x,))
+                _assert_same(self, results[objective], want)
+            with self.assertRaisesRegex(ValueError, "unknown objective 'time'"):
+                optimize(model, server=echod.address, objective="time")
+        stash, peak = results["stash_bytes"], results["peak_bytes"]
+        rep = report(stash.wrapped)
+        # What the forward saved is what the plan said, less than the peak
+        # objective's and the plain stash; the bound holds.
+        self.assertEqual(stash.saved_bytes, rep.planned_saved_bytes)
+        # (Measured: plain 64 KiB, peak objective 56 KiB, stash 40 KiB, bound
+        # 34.4 KiB.)
+        self.assertLess(stash.saved_bytes, peak.saved_bytes)
+        self.assertLess(stash.saved_bytes, plain.saved_bytes)
+        self.assertLessEqual(rep.stash_lower_bound_bytes, stash.saved_bytes)
+        self.assertLessEqual(rep.planned_peak_bytes, rep.baseline_peak_bytes)
+
+
+class _Mean(nn.Module):
+    def forward(self, x):
+        return x.square().mean()
+
 
 if __name__ == "__main__":
     unittest.main()

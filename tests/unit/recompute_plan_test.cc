@@ -224,6 +224,67 @@ TEST(RecomputePlanTest, AutoStaysWithinTheOverheadBudget) {
   EXPECT_EQ(plan.recompute_cost, 11);
 }
 
+TEST(RecomputePlanTest, AutoStashObjectiveTradesThePeakForTheStash) {
+  // Stash: b d l (read by b1 and b4) and c: 801. The plain peak is at b4:
+  // b c d l gd = 2801 (x dies at f1). A budget of 1.5 buys one cheap op: f2
+  // saves 50 at the peak (its input a, 450, stays alive instead of b, 500); f4
+  // saves nothing at the peak (its clone is live at b4) but 200 of stash.
+  Graph graph = testing::ParseOrFail(R"(
+    tensor x 10 input
+    op f1 fwd gemm x -> a:450 cost=10
+    op f2 fwd elementwise a -> b:500 cost=1
+    op f3 fwd gemm b -> c:100 cost=10
+    op f4 fwd elementwise c -> d:200 cost=1
+    op loss fwd reduction d -> l:1 cost=1
+    op b4 bwd elementwise l d -> gd:2000 cost=1
+    op b3 bwd gemm gd c -> gc:100 cost=10
+    op b1 bwd elementwise gc b -> gb:10 cost=1
+  )");
+  RecomputePlanOptions options;
+  options.max_overhead_ratio = 1.5 / 35;
+  const std::vector<double> costs = testing::RelativeCosts(graph);
+  RecomputePlan peak =
+      testing::ValueOrFail(GenerateRecomputePlan(graph, costs, options));
+  EXPECT_EQ(Render(graph, peak.schedule), "f1 f2 f3 f4 loss b4 b3 (f2) b1");
+  EXPECT_EQ(peak.planned_peak_bytes, 2751);
+  EXPECT_EQ(peak.stash_bytes, 751);  // a c d l
+
+  options.objective = RecomputeObjective::kStashBytes;
+  RecomputePlan stash =
+      testing::ValueOrFail(GenerateRecomputePlan(graph, costs, options));
+  EXPECT_EQ(Render(graph, stash.schedule), "f1 f2 f3 f4 loss (f4) b4 b3 b1");
+  EXPECT_EQ(stash.planned_peak_bytes, 2801);  // never above the plain peak
+  EXPECT_EQ(stash.stash_bytes, 601);          // b c l
+  EXPECT_THAT(TensorIds(graph, stash.stash), ElementsAre("b", "c", "l"));
+  // Knapsack bound: f2 (500 per 1) whole, then half of f4 (200 per 1).
+  EXPECT_EQ(stash.stash_lower_bound_bytes, 201);
+  EXPECT_THAT(stash.message, HasSubstr("stash 801 B -> 601 B"));
+
+  // The stash objective is AUTO's, with an overhead budget.
+  options.policy = RecomputePolicy::kEcho;
+  EXPECT_THAT(GenerateRecomputePlan(graph, costs, options).status().message(),
+              HasSubstr("objective stash_bytes is AUTO's"));
+  options.policy = RecomputePolicy::kAuto;
+  options.max_overhead_ratio.reset();
+  options.memory_limit_bytes = 2800;
+  EXPECT_EQ(GenerateRecomputePlan(graph, costs, options).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(RecomputePlanTest, ObjectiveNamesRoundTrip) {
+  for (RecomputeObjective objective :
+       {RecomputeObjective::kPeakBytes, RecomputeObjective::kStashBytes}) {
+    EXPECT_EQ(ParseRecomputeObjective(RecomputeObjectiveName(objective))
+                  .value_or(RecomputeObjective::kPeakBytes),
+              objective);
+  }
+  EXPECT_EQ(
+      ParseRecomputeObjective("STASH").value_or(RecomputeObjective::kPeakBytes),
+      RecomputeObjective::kStashBytes);
+  EXPECT_THAT(ParseRecomputeObjective("time").status().message(),
+              HasSubstr("unknown recompute objective 'time'"));
+}
+
 TEST(RecomputePlanTest, AutoRespectsTheDepthBound) {
   // Plain peak at g6: c e y z l gz = 3031. Dropping e means recomputing it
   // from d (only read by the forward): with depth 1, d (800) stays alive

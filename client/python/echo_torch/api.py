@@ -168,7 +168,7 @@ def default_device(on_cuda: bool) -> str:
 
 def _server_planner(server, policy, memory_limit_bytes, max_overhead_ratio, timeout_seconds,
                     device, allocator_rounding_bytes, max_recompute_depth,
-                    solver_time_limit_seconds, plan_cache, on_cuda):
+                    solver_time_limit_seconds, plan_cache, on_cuda, objective):
     if allocator_rounding_bytes is None:
         allocator_rounding_bytes = 512 if on_cuda else 0
     if device is None:
@@ -178,7 +178,7 @@ def _server_planner(server, policy, memory_limit_bytes, max_overhead_ratio, time
         max_overhead_ratio=max_overhead_ratio, device=device,
         allocator_rounding_bytes=allocator_rounding_bytes,
         max_recompute_depth=max_recompute_depth,
-        solver_time_limit_seconds=solver_time_limit_seconds)
+        solver_time_limit_seconds=solver_time_limit_seconds, objective=objective)
     options.validate()
     client = PlannerClient(server, timeout_seconds)
     cache = None if plan_cache is False else (
@@ -195,13 +195,16 @@ def optimize(model: nn.Module, *, server: Optional[str] = None, policy: str = "A
              max_recompute_depth: int = 0, solver_time_limit_seconds: float = 0.0,
              on_error: str = "fallback", measure_workspace: bool = True,
              client_timing: bool = False, plan_cache=True, planner=None,
-             compiler: str = "eager") -> EchoModule:
+             compiler: str = "eager", objective: str = "peak_bytes") -> EchoModule:
     """Wraps `model` so that its training steps follow an echod recompute plan.
 
     server: "host:port" or "unix:///path" (default $ECHO_SERVER, else
     127.0.0.1:50051). policy: AUTO, NONE, ECHO, CHEN_SQRT or OPTIMAL. Give at
     most one of memory_limit_bytes and max_overhead_ratio (neither: the
-    server's default of 5% overhead). device: the DeviceSpec catalog name
+    server's default of 5% overhead). objective (AUTO with an overhead
+    budget): "peak_bytes" minimizes the step's peak, "stash_bytes" the bytes
+    the forward leaves for the backward, never above the plain peak (what
+    torch's activation_memory_budget minimizes). device: the DeviceSpec catalog name
     whose roofline prices the ops (default: the model's GPU if the catalog
     knows it, else h100-80gb, also on CPU). If echod is unreachable
     the model runs unmodified and one warning is issued; on_error="raise"
@@ -227,7 +230,7 @@ def optimize(model: nn.Module, *, server: Optional[str] = None, policy: str = "A
         planner, preflight = _server_planner(
             server, policy, memory_limit_bytes, max_overhead_ratio, timeout_seconds, device,
             allocator_rounding_bytes, max_recompute_depth, solver_time_limit_seconds,
-            plan_cache, on_cuda)
+            plan_cache, on_cuda, objective)
     return EchoModule(model, planner, on_error=on_error, preflight=preflight,
                       measure_workspace=measure_workspace, client_timing=client_timing,
                       compiler=compiler)
@@ -302,7 +305,8 @@ def backend(*, server: Optional[str] = None, policy: str = "AUTO",
             max_recompute_depth: int = 0, solver_time_limit_seconds: float = 0.0,
             on_error: str = "fallback", measure_workspace: bool = True,
             client_timing: bool = False, plan_cache=True, planner=None,
-            on_cuda: Optional[bool] = None, compiler: str = "eager") -> EchoBackend:
+            on_cuda: Optional[bool] = None, compiler: str = "eager",
+            objective: str = "peak_bytes") -> EchoBackend:
     """A torch.compile backend with the options of `optimize`:
 
         compiled = torch.compile(model, backend=echo_torch.backend(server=...),
@@ -319,7 +323,7 @@ def backend(*, server: Optional[str] = None, policy: str = "AUTO",
         planner, preflight = _server_planner(
             server, policy, memory_limit_bytes, max_overhead_ratio, timeout_seconds, device,
             allocator_rounding_bytes, max_recompute_depth, solver_time_limit_seconds,
-            plan_cache, on_cuda)
+            plan_cache, on_cuda, objective)
     return EchoBackend(planner, preflight, on_error, measure_workspace, client_timing,
                        compiler)
 

@@ -25,6 +25,8 @@ class PlanReport:
     baseline_peak_bytes: Optional[int] = None
     planned_peak_bytes: Optional[int] = None
     peak_lower_bound_bytes: Optional[int] = None
+    # With an overhead budget: no plan within it stashes fewer bytes.
+    stash_lower_bound_bytes: Optional[int] = None
     predicted_overhead_ratio: Optional[float] = None
     # Forward activations the default partition saves vs what this plan saves.
     default_saved_bytes: int = 0
@@ -88,6 +90,7 @@ def _make_report(converted: ConvertedGraph, plan, programs) -> PlanReport:
         report.baseline_peak_bytes = response.baseline_peak_bytes
         report.planned_peak_bytes = response.planned_peak_bytes
         report.peak_lower_bound_bytes = response.peak_lower_bound_bytes
+        report.stash_lower_bound_bytes = response.stash_lower_bound_bytes or None
         report.predicted_overhead_ratio = response.recompute_overhead_ratio
         report.message = response.message
     if plan.stash_tensor_ids is not None:

@@ -19,6 +19,10 @@ POLICIES = {
     "CHEN_SQRT": _pl.RECOMPUTE_POLICY_CHEN_SQRT,
     "OPTIMAL": _pl.RECOMPUTE_POLICY_OPTIMAL,
 }
+OBJECTIVES = {
+    "PEAK_BYTES": _pl.RECOMPUTE_OBJECTIVE_PEAK_BYTES,
+    "STASH_BYTES": _pl.RECOMPUTE_OBJECTIVE_STASH_BYTES,
+}
 
 
 @dataclasses.dataclass
@@ -40,10 +44,17 @@ class PlanRequestOptions:
     allocator_rounding_bytes: int = 0
     max_recompute_depth: int = 0
     solver_time_limit_seconds: float = 0.0
+    # What AUTO minimizes within its overhead budget: "peak_bytes" (the
+    # step's peak) or "stash_bytes" (the bytes the forward leaves for the
+    # backward, never above the plain peak).
+    objective: str = "peak_bytes"
 
     def validate(self):
         if self.policy.upper() not in POLICIES:
             raise ValueError(f"unknown policy {self.policy!r}; one of {sorted(POLICIES)}")
+        if self.objective.upper() not in OBJECTIVES:
+            raise ValueError(f"unknown objective {self.objective!r}; one of "
+                             f"{sorted(name.lower() for name in OBJECTIVES)}")
         if self.memory_limit_bytes is not None and self.max_overhead_ratio is not None:
             raise ValueError("give memory_limit_bytes or max_overhead_ratio, not both")
 
@@ -112,7 +123,8 @@ def plan_request(graph, options: PlanRequestOptions):
     request = _pl.GenerateRecomputePlanRequest(
         graph=graph, policy=POLICIES[options.policy.upper()],
         max_recompute_depth=options.max_recompute_depth,
-        solver_time_limit_seconds=options.solver_time_limit_seconds)
+        solver_time_limit_seconds=options.solver_time_limit_seconds,
+        objective=OBJECTIVES[options.objective.upper()])
     request.allocator.rounding_bytes = options.allocator_rounding_bytes
     if options.device:
         request.device.name = options.device
