@@ -80,6 +80,12 @@ absl::StatusOr<std::unique_ptr<EchoServer>> EchoServer::Start(
         "--tls_key_file",
         options.grpc_address);
   }
+  if (options.profiler.enable_profiling &&
+      !server->authorizer_->restricts_profiling()) {
+    spdlog::warn(
+        "every caller may run ProfileOps on this node's GPUs: set "
+        "--profile_allowed_identities");
+  }
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
