@@ -5,7 +5,6 @@
 #include <sstream>
 #include <vector>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "grpcpp/client_context.h"
@@ -21,8 +20,9 @@ absl::Status ReadInto(const std::string& flag, const std::string& path,
                       std::string* contents) {
   if (path.empty()) return absl::OkStatus();
   std::ifstream in(path, std::ios::binary);
-  if (!in)
+  if (!in) {
     return absl::NotFoundError(absl::StrCat(flag, ": cannot read ", path));
+  }
   std::stringstream buffer;
   buffer << in.rdbuf();
   *contents = buffer.str();
