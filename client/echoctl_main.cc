@@ -1,6 +1,8 @@
 // echoctl: command-line client of echod, for people and schedulers.
 //
-//   echoctl [--server ADDR] [--timeout_seconds S] [--output text|json] CMD
+//   echoctl [--server ADDR] [--timeout_seconds S] [--output text|json]
+//           [--tls_ca_file F [--tls_cert_file F --tls_key_file F]]
+//           [--auth_token_file F] CMD
 //   echoctl health
 //   echoctl estimate --graph G [--device NAME] [--allocator_rounding_bytes N]
 //                    [--live_tensors K]
@@ -113,6 +115,20 @@ int main(int argc, char** argv) {
                  "RPC deadline")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  echo::client::ClientCredentialFiles credential_files;
+  app.add_option("--tls_ca_file", credential_files.tls_ca_file,
+                 "PEM CA of echod's certificate: speak TLS")
+      ->envname("ECHOCTL_TLS_CA_FILE");
+  app.add_option("--tls_cert_file", credential_files.tls_cert_file,
+                 "PEM client certificate, for echod with --tls_client_ca_file")
+      ->envname("ECHOCTL_TLS_CERT_FILE");
+  app.add_option("--tls_key_file", credential_files.tls_key_file,
+                 "PEM private key of --tls_cert_file")
+      ->envname("ECHOCTL_TLS_KEY_FILE");
+  app.add_option("--auth_token_file", credential_files.auth_token_file,
+                 "file holding the bearer token to send (echod's "
+                 "--auth_token_file)")
+      ->envname("ECHOCTL_AUTH_TOKEN_FILE");
   app.add_option("--output", output, "text, or json (proto3 JSON)")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
@@ -209,6 +225,12 @@ int main(int argc, char** argv) {
   }
   if (plan_ratio_option->count() + fit_ratio_option->count() > 0) {
     flags.max_overhead_ratio = overhead_ratio;
+  }
+  if (absl::Status loaded =
+          echo::client::LoadCredentialFiles(credential_files, &client_options);
+      !loaded.ok()) {
+    std::cerr << "echoctl: " << loaded.message() << "\n";
+    return 1;
   }
   echo::client::PlannerClient client(client_options);
   if (health->parsed()) return echo::client::RunHealth(client);

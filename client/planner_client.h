@@ -19,7 +19,29 @@ struct ClientOptions {
   double timeout_seconds = 30;
   // PEM root certificates for TLS; empty: plaintext.
   std::string tls_root_certs;
+  // PEM client certificate chain and its private key, for an echod that
+  // verifies client certificates (--tls_client_ca_file); need
+  // tls_root_certs.
+  std::string tls_cert_chain;
+  std::string tls_private_key;
+  // Sent as "authorization: Bearer <token>" with every call (echod's
+  // --auth_token_file); empty: none.
+  std::string auth_token;
 };
+
+// Files of the client's credentials; an empty path is not read.
+struct ClientCredentialFiles {
+  std::string tls_ca_file;      // -> tls_root_certs
+  std::string tls_cert_file;    // -> tls_cert_chain
+  std::string tls_key_file;     // -> tls_private_key
+  std::string auth_token_file;  // its one token (surrounding space dropped)
+};
+
+// Reads `files` into `options`. INVALID_ARGUMENT (naming the flag) for a
+// certificate without its key or without a CA, or a token file that does
+// not hold exactly one token; NOT_FOUND for an unreadable file.
+absl::Status LoadCredentialFiles(const ClientCredentialFiles& files,
+                                 ClientOptions* options);
 
 class PlannerClient {
  public:

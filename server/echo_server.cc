@@ -1,20 +1,17 @@
 #include "server/echo_server.h"
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <fstream>
-#include <sstream>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
-#include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 #include "planner/status_macros.h"
+#include "server/transport_security.h"
 #include "spdlog/spdlog.h"
 
 namespace echo::server {
@@ -22,28 +19,6 @@ namespace echo::server {
 namespace {
 
 constexpr char kServiceName[] = "echo.v1.MemoryPlanner";
-
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
-
-absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> TcpCredentials(
-    const ServerOptions& options) {
-  if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
-    return absl::InvalidArgumentError(
-        "--tls_cert_file and --tls_key_file must be given together");
-  }
-  if (options.tls_cert_file.empty()) return grpc::InsecureServerCredentials();
-  ASSIGN_OR_RETURN(std::string cert, ReadFile(options.tls_cert_file));
-  ASSIGN_OR_RETURN(std::string key, ReadFile(options.tls_key_file));
-  grpc::SslServerCredentialsOptions ssl;
-  ssl.pem_key_cert_pairs.push_back({key, cert});
-  return grpc::SslServerCredentials(ssl);
-}
 
 }  // namespace
 
@@ -90,18 +65,37 @@ absl::StatusOr<std::unique_ptr<EchoServer>> EchoServer::Start(
                server->profiler_->cache_entries(),
                options.profiler.cache_dir.empty() ? "(memory only)"
                                                   : options.profiler.cache_dir);
+  ASSIGN_OR_RETURN(server->authorizer_, CallAuthorizer::Create(options.auth));
+  ASSIGN_OR_RETURN(const std::optional<gid_t> socket_group,
+                   ResolveGroup(options.unix_socket_group));
   server->service_ = std::make_unique<PlannerService>(
       PlannerServiceOptions{options.max_concurrent_requests,
-                            options.worker_threads, options.heavy_graph_ops},
+                            options.worker_threads, options.heavy_graph_ops,
+                            server->authorizer_.get()},
       server->metrics_.get(), server->profiler_.get());
+  if (server->authorizer_->requires_token() && !options.grpc_address.empty() &&
+      options.tls_cert_file.empty()) {
+    spdlog::warn(
+        "bearer tokens cross {} in plaintext: set --tls_cert_file and "
+        "--tls_key_file",
+        options.grpc_address);
+  }
+  if (options.profiler.enable_profiling &&
+      !server->authorizer_->restricts_profiling()) {
+    spdlog::warn(
+        "every caller may run ProfileOps on this node's GPUs: set "
+        "--profile_allowed_identities");
+  }
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_request_bytes));
   builder.SetMaxSendMessageSize(std::numeric_limits<int>::max());
   if (!options.grpc_address.empty()) {
-    ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
-                     TcpCredentials(options));
+    ASSIGN_OR_RETURN(
+        std::shared_ptr<grpc::ServerCredentials> credentials,
+        TcpServerCredentials(options.tls_cert_file, options.tls_key_file,
+                             options.tls_client_ca_file));
     builder.AddListeningPort(options.grpc_address, credentials,
                              &server->grpc_port_);
   }
@@ -112,7 +106,11 @@ absl::StatusOr<std::unique_ptr<EchoServer>> EchoServer::Start(
                              grpc::InsecureServerCredentials());
   }
   builder.RegisterService(server->service_.get());
-  server->server_ = builder.BuildAndStart();
+  {
+    // The socket is bound here: never wider than 0660, not even briefly.
+    ScopedUmask umask(0117);
+    server->server_ = builder.BuildAndStart();
+  }
   if (server->server_ == nullptr ||
       (!options.grpc_address.empty() && server->grpc_port_ == 0)) {
     return absl::UnavailableError(absl::StrCat(
@@ -121,8 +119,8 @@ absl::StatusOr<std::unique_ptr<EchoServer>> EchoServer::Start(
         " (address in use or not permitted?)"));
   }
   if (!options.unix_socket.empty()) {
-    // Framework hooks on the node run as other users.
-    ::chmod(options.unix_socket.c_str(), 0666);
+    // Framework hooks on the node reach it through its group.
+    RETURN_IF_ERROR(RestrictUnixSocket(options.unix_socket, socket_group));
   }
   grpc::HealthCheckServiceInterface* health =
       server->server_->GetHealthCheckService();

@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "grpcpp/server.h"
 #include "prometheus/exposer.h"
+#include "server/call_authorizer.h"
 #include "server/metrics.h"
 #include "server/planner_service.h"
 #include "server/profiler/node_profiler.h"
@@ -26,6 +27,12 @@ struct ServerOptions {
   int heavy_graph_ops = kDefaultHeavyGraphOps;
   std::string tls_cert_file;
   std::string tls_key_file;
+  // PEM CA bundle: TCP clients must present a certificate it signed (mTLS).
+  std::string tls_client_ca_file;
+  // Group (name or number) the Unix socket is chowned to; it is created
+  // 0660. Empty: echod's own group.
+  std::string unix_socket_group;
+  AuthOptions auth;
   double drain_timeout_seconds = 10;
   NodeProfilerOptions profiler;
 };
@@ -56,6 +63,7 @@ class EchoServer {
   std::unique_ptr<ServerMetrics> metrics_;
   std::unique_ptr<prometheus::Exposer> exposer_;
   std::unique_ptr<NodeProfiler> profiler_;
+  std::unique_ptr<CallAuthorizer> authorizer_;
   std::unique_ptr<PlannerService> service_;
   std::unique_ptr<grpc::Server> server_;
   int grpc_port_ = 0;

@@ -4,7 +4,9 @@
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -29,6 +31,18 @@ ABSL_FLAG(int32_t, max_concurrent_requests,
 ABSL_FLAG(std::string, tls_cert_file, "",
           "PEM certificate for TLS on the TCP port (with --tls_key_file)");
 ABSL_FLAG(std::string, tls_key_file, "", "PEM private key for TLS");
+ABSL_FLAG(std::string, tls_client_ca_file, "",
+          "PEM CA bundle: TCP clients must present a certificate it signed "
+          "(mTLS; needs --tls_cert_file)");
+ABSL_FLAG(std::string, unix_socket_group, "",
+          "group (name or gid) of the Unix socket, which is created 0660 "
+          "(empty: echod's group)");
+ABSL_FLAG(std::string, auth_token_file, "",
+          "file of bearer tokens, one 'TOKEN' or 'IDENTITY TOKEN' per line; "
+          "set, every MemoryPlanner call needs 'authorization: Bearer TOKEN'");
+ABSL_FLAG(std::vector<std::string>, profile_allowed_identities, {},
+          "comma-separated identities (token identities, client certificate "
+          "CNs or SANs) allowed to call ProfileOps (empty: any caller)");
 ABSL_FLAG(double, drain_timeout_seconds, 10,
           "on SIGTERM, how long in-flight requests may finish");
 ABSL_FLAG(std::string, log_level, "info", "debug | info | warn | error");
@@ -51,6 +65,10 @@ constexpr const char* kEnvFlags[] = {
     "max_concurrent_requests",
     "tls_cert_file",
     "tls_key_file",
+    "tls_client_ca_file",
+    "unix_socket_group",
+    "auth_token_file",
+    "profile_allowed_identities",
     "drain_timeout_seconds",
     "log_level",
     "enable_profiling",
@@ -127,6 +145,11 @@ int main(int argc, char** argv) {
       absl::GetFlag(FLAGS_max_concurrent_requests);
   options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert_file);
   options.tls_key_file = absl::GetFlag(FLAGS_tls_key_file);
+  options.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
+  options.unix_socket_group = absl::GetFlag(FLAGS_unix_socket_group);
+  options.auth.token_file = absl::GetFlag(FLAGS_auth_token_file);
+  options.auth.profile_allowed_identities =
+      absl::GetFlag(FLAGS_profile_allowed_identities);
   options.drain_timeout_seconds = absl::GetFlag(FLAGS_drain_timeout_seconds);
   options.profiler.enable_profiling = absl::GetFlag(FLAGS_enable_profiling);
   options.profiler.memory_fraction =
@@ -141,14 +164,18 @@ int main(int argc, char** argv) {
     return 1;
   }
   spdlog::info(
-      "serving echo.v1.MemoryPlanner on {}{}{} (TLS {}); metrics {}",
+      "serving echo.v1.MemoryPlanner on {}{}{} (TLS {}); tokens {}; "
+      "metrics {}",
       options.grpc_address.empty()
           ? std::string("(no TCP)")
           : absl::StrCat(
                 options.grpc_address.substr(0, options.grpc_address.rfind(':')),
                 ":", (*server)->grpc_port()),
       options.unix_socket.empty() ? "" : " and unix:", options.unix_socket,
-      options.tls_cert_file.empty() ? "off" : "on",
+      options.tls_cert_file.empty()
+          ? "off"
+          : (options.tls_client_ca_file.empty() ? "on" : "on, mTLS"),
+      options.auth.token_file.empty() ? "off" : "required",
       (*server)->metrics_endpoint().empty()
           ? std::string("off")
           : absl::StrCat("http://", (*server)->metrics_endpoint(), "/metrics"));

@@ -70,7 +70,14 @@ grpc::ServerUnaryReactor* PlannerService::Serve(
   const auto start = std::chrono::steady_clock::now();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   const int in_flight = in_flight_.fetch_add(1) + 1;
-  if (draining_) {
+  const absl::Status authorized =
+      options_.authorizer == nullptr
+          ? absl::OkStatus()
+          : options_.authorizer->Authorize(
+                method, CallAuthorizer::CredentialsOf(*context));
+  if (!authorized.ok()) {
+    Complete(context, reactor, method, start, authorized);
+  } else if (draining_) {
     Complete(
         context, reactor, method, start,
         absl::UnavailableError("echod is draining; retry on another node"));

@@ -17,6 +17,7 @@
 #include "echo/v1/planner.grpc.pb.h"
 #include "planner/cost_model.h"
 #include "planner/graph.h"
+#include "server/call_authorizer.h"
 #include "server/metrics.h"
 #include "server/profiler/node_profiler.h"
 #include "server/worker_pool.h"
@@ -39,6 +40,9 @@ struct PlannerServiceOptions {
   // 0: the machine's hardware threads, at least 2.
   int worker_threads = 0;
   int heavy_graph_ops = kDefaultHeavyGraphOps;
+  // Checks every call's credentials first; nullptr: all calls allowed.
+  // Must outlive the service.
+  const CallAuthorizer* authorizer = nullptr;
 };
 
 class PlannerService final : public v1::MemoryPlanner::CallbackService {

@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
-#include <climits>
 #include <optional>
 #include <vector>
 
 #include "server/profiler/cuda_internal.h"
+#include "server/profiler/gemm_footprint.h"
 #include "server/profiler/profiler_kernels.h"
 
 namespace echo::server {
@@ -141,14 +141,13 @@ absl::StatusOr<double> CudaKernelTimer::DoTimeGemm(
     const planner::GemmShape& shape, const TimingLimits& limits) {
   std::optional<GemmTypes> types = GemmTypesFor(shape.dtype);
   if (!types) return UnsupportedDType(shape.dtype);
-  if (std::max({shape.m, shape.n, shape.k, shape.batch}) > INT_MAX) {
-    return absl::UnimplementedError("GEMM dims beyond 32 bits");
-  }
+  ASSIGN_OR_RETURN(const GemmFootprint footprint,
+                   ComputeGemmFootprint(shape, types->element_bytes));
   const int64_t element = types->element_bytes;
-  const int64_t a_count = shape.batch * shape.m * shape.k;
-  const int64_t b_count = shape.batch * shape.k * shape.n;
-  const int64_t c_count = shape.batch * shape.m * shape.n;
-  const int64_t data_bytes = (a_count + b_count + c_count) * element;
+  const int64_t a_count = footprint.a_count;
+  const int64_t b_count = footprint.b_count;
+  const int64_t c_count = footprint.c_count;
+  const int64_t data_bytes = footprint.data_bytes;
   RETURN_IF_ERROR(CheckMemoryLimit(data_bytes, limits.max_memory_bytes));
   const int64_t workspace_bytes =
       std::min(kCublasWorkspaceBytes, limits.max_memory_bytes - data_bytes);

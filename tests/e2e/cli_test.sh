@@ -170,5 +170,32 @@ check "health fails when echod is down" test $? -ne 0
 "$bin/echod" --grpc_address=127.0.0.1:0 --metrics_address= --log_level=loud >"$work/bad_flag.log" 2>&1
 check "bad flag value is refused with a message" grep -q "bad --log_level 'loud'" "$work/bad_flag.log"
 
+# Bearer tokens and ProfileOps for listed identities (echoctl's side; the
+# server's is in tests/integration/security_test.cc).
+printf 'ops-bot %s\n%s\n' ops-token-0123456789abcdef bare-token-0123456789abcdef >"$work/tokens"
+chmod 600 "$work/tokens"
+echo ops-token-0123456789abcdef >"$work/ops.token"
+echo bare-token-0123456789abcdef >"$work/bare.token"
+start_echod "$bin/echod" --grpc_address=127.0.0.1:0 --metrics_address= \
+  --unix_socket="$work/echod.sock" --auth_token_file="$work/tokens" \
+  --profile_allowed_identities=ops-bot
+check "echod starts with --auth_token_file" test -n "$port"
+check "socket is 0660" test "$(stat -c %a "$work/echod.sock")" = 660
+check "health needs no token" ctl health
+ctl estimate --graph "$vgg" >/dev/null 2>"$work/err.txt"
+check "no token: UNAUTHENTICATED" grep -q "^echoctl: UNAUTHENTICATED: EstimateMemory: no bearer token" "$work/err.txt"
+check "--auth_token_file authenticates" ctl estimate --graph "$vgg" --auth_token_file "$work/bare.token"
+check "ECHOCTL_AUTH_TOKEN_FILE authenticates" env ECHOCTL_AUTH_TOKEN_FILE="$work/bare.token" \
+  "$bin/echoctl" --server "unix://$work/echod.sock" node-info
+ctl profile --graph "$vgg" --auth_token_file "$work/bare.token" >/dev/null 2>"$work/err.txt"
+check "a token without a listed identity may not profile" grep -q "PERMISSION_DENIED: ProfileOps" "$work/err.txt"
+ctl profile --graph "$vgg" --auth_token_file "$work/ops.token" >/dev/null 2>"$work/err.txt"
+check "a listed identity gets past authorization (no GPU here)" grep -q "FAILED_PRECONDITION" "$work/err.txt"
+ctl health --tls_cert_file "$work/ops.token" >/dev/null 2>"$work/err.txt"
+check "client certificate without its key is refused" grep -q "must be given together" "$work/err.txt"
+kill -TERM "$echod_pid"
+wait "$echod_pid"
+echod_pid=""
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

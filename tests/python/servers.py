@@ -65,10 +65,14 @@ def planner_client(address=None, timeout_seconds=300):
 class Echod:
     """The real server on a free port; use as a context manager."""
 
-    def __init__(self):
+    def __init__(self, extra_args=(), channel_credentials=None):
+        """extra_args: more echod flags; channel_credentials: what a client
+        needs to reach it (e.g. with --tls_cert_file), None for plaintext."""
         self.path = echod_path()
         self.process = None
         self.address = None
+        self.extra_args = list(extra_args)
+        self.channel_credentials = channel_credentials
 
     def __enter__(self):
         port = free_port()
@@ -77,9 +81,10 @@ class Echod:
         self.log = tempfile.TemporaryFile()
         self.process = subprocess.Popen(
             [self.path, f"--grpc_address={self.address}", "--metrics_address=",
-             "--log_level=warn"], stdout=subprocess.DEVNULL, stderr=self.log,
-            preexec_fn=_die_with_parent)
-        channel = grpc.insecure_channel(self.address)
+             "--log_level=warn", *self.extra_args], stdout=subprocess.DEVNULL,
+            stderr=self.log, preexec_fn=_die_with_parent)
+        channel = (grpc.insecure_channel(self.address) if self.channel_credentials is None
+                   else grpc.secure_channel(self.address, self.channel_credentials))
         try:
             grpc.channel_ready_future(channel).result(timeout=20)
         except grpc.FutureTimeoutError:

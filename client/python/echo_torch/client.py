@@ -42,14 +42,70 @@ def _one_line(text: str) -> str:
     return " ".join((text or "").split())
 
 
+def _read_file(path: Optional[str], what: str) -> Optional[bytes]:
+    if not path:
+        return None
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as error:
+        raise ValueError(f"echo_torch: cannot read {what} {path}: {error.strerror}") from None
+
+
+def _channel_credentials(tls_ca_file, tls_cert_file, tls_key_file):
+    """None (plaintext) without a CA file; TLS with one; mTLS with a client
+    certificate and key as well."""
+    if bool(tls_cert_file) != bool(tls_key_file):
+        raise ValueError("echo_torch: tls_cert_file and tls_key_file go together "
+                         "(ECHO_TORCH_TLS_CERT_FILE, ECHO_TORCH_TLS_KEY_FILE)")
+    if not tls_ca_file:
+        if tls_cert_file:
+            raise ValueError("echo_torch: a client certificate needs tls_ca_file "
+                             "(ECHO_TORCH_TLS_CA_FILE), the CA of echod's certificate")
+        return None
+    return grpc.ssl_channel_credentials(
+        root_certificates=_read_file(tls_ca_file, "tls_ca_file"),
+        private_key=_read_file(tls_key_file, "tls_key_file"),
+        certificate_chain=_read_file(tls_cert_file, "tls_cert_file"))
+
+
+def resolve_token(token: Optional[str] = None) -> Optional[str]:
+    """The token argument, else $ECHO_TORCH_TOKEN, else the contents of
+    $ECHO_TORCH_TOKEN_FILE, else None (no authorization metadata)."""
+    token = token or os.environ.get("ECHO_TORCH_TOKEN")
+    if not token and os.environ.get("ECHO_TORCH_TOKEN_FILE"):
+        path = os.environ["ECHO_TORCH_TOKEN_FILE"]
+        token = (_read_file(path, "ECHO_TORCH_TOKEN_FILE") or b"").decode().strip()
+    return token or None
+
+
 class PlannerClient:
-    def __init__(self, server: Optional[str] = None, timeout_seconds: float = 30.0):
+    """Plaintext to 127.0.0.1:50051 by default. For an echod with TLS, pass
+    tls_ca_file (and tls_cert_file + tls_key_file when it verifies client
+    certificates); for one with --auth_token_file, a token. Each falls back to
+    $ECHO_TORCH_TLS_CA_FILE, $ECHO_TORCH_TLS_CERT_FILE, $ECHO_TORCH_TLS_KEY_FILE,
+    $ECHO_TORCH_TOKEN (or a file named by $ECHO_TORCH_TOKEN_FILE)."""
+
+    def __init__(self, server: Optional[str] = None, timeout_seconds: float = 30.0, *,
+                 tls_ca_file: Optional[str] = None, tls_cert_file: Optional[str] = None,
+                 tls_key_file: Optional[str] = None, token: Optional[str] = None):
         self.address = resolve_address(server)
         self.timeout_seconds = timeout_seconds
-        self._channel = grpc.insecure_channel(
-            self.address,
-            options=[("grpc.max_send_message_length", _MAX_MESSAGE_BYTES),
-                     ("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES)])
+        env = os.environ.get
+        credentials = _channel_credentials(
+            tls_ca_file or env("ECHO_TORCH_TLS_CA_FILE"),
+            tls_cert_file or env("ECHO_TORCH_TLS_CERT_FILE"),
+            tls_key_file or env("ECHO_TORCH_TLS_KEY_FILE"))
+        token = resolve_token(token)
+        # Metadata rather than call credentials: gRPC sends those over TLS
+        # only, and the node's Unix socket is plaintext.
+        self._metadata = (("authorization", f"Bearer {token}"),) if token else None
+        options = [("grpc.max_send_message_length", _MAX_MESSAGE_BYTES),
+                   ("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES)]
+        if credentials is None:
+            self._channel = grpc.insecure_channel(self.address, options=options)
+        else:
+            self._channel = grpc.secure_channel(self.address, credentials, options=options)
         self._stub = proto.planner_pb2_grpc.MemoryPlannerStub(self._channel)
         self._health = proto.health_pb2_grpc.HealthStub(self._channel)
 
@@ -80,7 +136,7 @@ class PlannerClient:
 
     def _call(self, method, name, request):
         try:
-            return method(request, timeout=self.timeout_seconds)
+            return method(request, timeout=self.timeout_seconds, metadata=self._metadata)
         except grpc.RpcError as error:
             code, details = error.code(), _one_line(error.details())
             if code in _UNREACHABLE:

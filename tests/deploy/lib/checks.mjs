@@ -299,15 +299,19 @@ export function checkConfig(objects, { tls }) {
   const hasKey = cfg.ECHO_TLS_KEY_FILE !== undefined;
   if (hasCert !== hasKey) problems.push("only one of ECHO_TLS_CERT_FILE / ECHO_TLS_KEY_FILE is set: echod would serve plaintext");
   if (tls !== (hasCert && hasKey)) problems.push(tls ? "TLS overlay does not set ECHO_TLS_CERT_FILE/ECHO_TLS_KEY_FILE" : "plaintext overlay sets TLS files");
+  // TLS overlays are mutual: clients must present a certificate.
+  if (tls && cfg.ECHO_TLS_CLIENT_CA_FILE === undefined) problems.push("TLS overlay does not set ECHO_TLS_CLIENT_CA_FILE: any client could connect (no mTLS)");
+  if (cfg.ECHO_TLS_CLIENT_CA_FILE !== undefined && !(hasCert && hasKey)) problems.push("ECHO_TLS_CLIENT_CA_FILE without ECHO_TLS_CERT_FILE/ECHO_TLS_KEY_FILE: echod refuses to start");
   if (hasCert && hasKey) {
     const volumes = Object.fromEntries((ds.spec.template.spec.volumes ?? []).map((v) => [v.name, v]));
-    for (const key of ["ECHO_TLS_CERT_FILE", "ECHO_TLS_KEY_FILE"]) {
+    const files = ["ECHO_TLS_CERT_FILE", "ECHO_TLS_KEY_FILE", "ECHO_TLS_CLIENT_CA_FILE"].filter((k) => cfg[k] !== undefined);
+    for (const key of files) {
       const file = cfg[key];
       const m = (c.volumeMounts ?? []).find((vm) => path.posix.dirname(file) === vm.mountPath);
       const secret = m && volumes[m.name]?.secret;
       if (!secret) problems.push(`${key}=${file} is not in a mounted Secret`);
       else if (secret.items && !secret.items.some((i) => i.path === path.posix.basename(file))) problems.push(`${key}: Secret volume has no item ${path.posix.basename(file)}`);
-      else if (!secret.items && !["tls.crt", "tls.key"].includes(path.posix.basename(file))) problems.push(`${key}=${file} is not a key of a kubernetes.io/tls Secret`);
+      else if (!secret.items && !["tls.crt", "tls.key", "ca.crt"].includes(path.posix.basename(file))) problems.push(`${key}=${file} is not a key of a kubernetes.io/tls Secret`);
     }
   }
   return problems;
@@ -352,5 +356,64 @@ export function checkMonitoringPresence(objects, { monitoring }) {
   if (!find(objects, "PodMonitor") && !find(objects, "ServiceMonitor")) problems.push("no PodMonitor or ServiceMonitor");
   if (!find(objects, "PrometheusRule")) problems.push("no PrometheusRule");
   if (dashboards.length === 0) problems.push('no ConfigMap labelled grafana_dashboard: "1"');
+  return problems;
+}
+
+// Profiling runs kernels on the node's GPUs: off unless a component turns it
+// on, and then only for listed identities.
+export function checkProfiling(objects, { profiling }) {
+  const problems = [];
+  const cfg = effectiveConfig(objects);
+  const enabled = cfg.ECHO_ENABLE_PROFILING === "true";
+  if (enabled !== profiling) problems.push(profiling ? "profiling is not enabled" : "profiling is enabled (ECHO_ENABLE_PROFILING=true) where it should be off");
+  const allowed = (cfg.ECHO_PROFILE_ALLOWED_IDENTITIES ?? "").split(",").filter((s) => s.trim() !== "");
+  if (enabled && allowed.length === 0) problems.push("profiling is enabled for every caller: set ECHO_PROFILE_ALLOWED_IDENTITIES");
+  return problems;
+}
+
+// The NetworkPolicy admits gRPC from labelled client pods in labelled
+// namespaces, metrics (a separate port) from labelled namespaces, and
+// nothing else; echod needs no egress.
+export function checkNetworkPolicy(objects) {
+  const problems = [];
+  const ds = daemonSet(objects);
+  const podLabels = ds?.spec?.template?.metadata?.labels ?? {};
+  const policies = findAll(objects, "NetworkPolicy").filter((np) => {
+    const want = np.spec?.podSelector?.matchLabels ?? {};
+    return Object.keys(want).length > 0 && Object.entries(want).every(([k, v]) => podLabels[k] === v);
+  });
+  if (policies.length === 0) return ["no NetworkPolicy selects the echod pods"];
+  const cports = Object.fromEntries((mainContainer(ds)?.ports ?? []).map((p) => [p.name, p.containerPort]));
+  if (cports.grpc === cports.metrics) problems.push("metrics and gRPC share a port");
+  const portNumber = (p) => (typeof p.port === "string" ? cports[p.port] : p.port);
+  const admitted = { [GRPC_PORT]: [], [METRICS_PORT]: [] };
+  for (const np of policies) {
+    const name = `NetworkPolicy ${np.metadata.name}`;
+    const types = np.spec.policyTypes ?? ["Ingress"];
+    if (!types.includes("Ingress")) problems.push(`${name} does not restrict ingress`);
+    if (!types.includes("Egress") || (np.spec.egress ?? []).length > 0) problems.push(`${name} allows egress, which echod never needs`);
+    for (const [i, rule] of (np.spec.ingress ?? []).entries()) {
+      const where = `${name} ingress rule ${i + 1}`;
+      if (!(rule.ports?.length > 0)) problems.push(`${where} admits every port`);
+      if (!(rule.from?.length > 0)) problems.push(`${where} admits every source`);
+      for (const peer of rule.from ?? []) {
+        if (peer.ipBlock) problems.push(`${where} admits an ipBlock ${peer.ipBlock.cidr}`);
+        const nsLabels = peer.namespaceSelector?.matchLabels ?? {};
+        if (!peer.ipBlock && Object.keys(nsLabels).length === 0) problems.push(`${where} admits pods of every namespace (no namespaceSelector labels)`);
+      }
+      for (const p of rule.ports ?? []) {
+        const port = portNumber(p);
+        if (!(port in admitted)) problems.push(`${where} opens port ${p.port}, which echod does not serve`);
+        else admitted[port].push(rule);
+      }
+    }
+  }
+  if (admitted[GRPC_PORT].length === 0) problems.push(`no NetworkPolicy rule admits gRPC (${GRPC_PORT}): nobody could call echod`);
+  for (const rule of admitted[GRPC_PORT]) {
+    if (rule.ports.some((p) => portNumber(p) === METRICS_PORT)) problems.push("gRPC and metrics are admitted by one rule: scrapers could call echod");
+    for (const peer of rule.from ?? []) {
+      if (Object.keys(peer.podSelector?.matchLabels ?? {}).length === 0) problems.push("gRPC is admitted from every pod of a namespace (no podSelector labels)");
+    }
+  }
   return problems;
 }

@@ -3,8 +3,8 @@
 // free ports and a temp dir) and checks what the manifests and the image rely
 // on: the values parse, the HEALTHCHECK and the probes pass, the metrics the
 // alerts read are the ones exported, SIGTERM ends echod within the pod's grace
-// period, and with the TLS overlay the TCP port speaks TLS while the Unix
-// socket the probes use stays plaintext. Skipped when nothing is built.
+// period, and with the TLS overlay the TCP port speaks mutual TLS while the
+// Unix socket the probes use stays plaintext. Skipped when nothing is built.
 import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
@@ -98,7 +98,9 @@ async function startEchod(objects, { tlsDir } = {}) {
     PATH: `${binDir}:/usr/bin:/bin`,
   };
   if (tlsDir) {
-    for (const key of ["ECHO_TLS_CERT_FILE", "ECHO_TLS_KEY_FILE"]) env[key] = path.join(tlsDir, path.basename(config[key]));
+    for (const key of ["ECHO_TLS_CERT_FILE", "ECHO_TLS_KEY_FILE", "ECHO_TLS_CLIENT_CA_FILE"]) {
+      if (config[key] !== undefined) env[key] = path.join(tlsDir, path.basename(config[key]));
+    }
   }
   const child = spawn(echodBin, [], { env, stdio: ["ignore", "pipe", "pipe"] });
   const server = { dir, env, ports, child, log: "" };
@@ -160,9 +162,10 @@ describe("echod started with the plain overlay's configuration", { skip: notBuil
     await assert.rejects(grpcHealthCheck(server.ports.grpc, "echo.v1.NoSuchService"), /grpc-status 5\b/); // NOT_FOUND
   });
 
-  test("the Unix socket is usable by other users of the node (hooks)", () => {
-    const mode = fs.statSync(server.env.ECHO_UNIX_SOCKET).mode & 0o777;
-    assert.equal(mode & 0o006, 0o006, `socket mode ${mode.toString(8)}: others cannot connect`);
+  test("the Unix socket is for echod's user and group only (hooks join the group)", () => {
+    const stat = fs.statSync(server.env.ECHO_UNIX_SOCKET);
+    assert.equal((stat.mode & 0o777).toString(8), "660");
+    assert.equal(stat.gid, process.getgid());
   });
 
   test("every echo_* metric echod exports is one the alerts and dashboard know", async () => {
@@ -190,14 +193,14 @@ describe("echod started with the TLS overlay's configuration", { skip: notBuilt 
   let tlsDir;
 
   before(async () => {
-    // A throwaway self-signed pair under the Secret's key names.
+    // A throwaway CA, echod's pair under the Secret's key names (tls.crt,
+    // tls.key, ca.crt), and a client pair (client.crt, client.key).
     tlsDir = fs.mkdtempSync(path.join(os.tmpdir(), "echo-tls-"));
-    const r = spawnSync("openssl", [
-      "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1",
-      "-subj", "/CN=echod.echo.svc", "-addext", "subjectAltName=DNS:echod.echo.svc,IP:127.0.0.1",
-      "-keyout", path.join(tlsDir, "tls.key"), "-out", path.join(tlsDir, "tls.crt"),
-    ], { encoding: "utf8" });
+    const r = spawnSync("bash", [path.join(repoRoot, "tests/integration/make_test_certs.sh"), tlsDir], { encoding: "utf8" });
     assert.equal(r.status, 0, r.stderr);
+    for (const [from, to] of [["server.crt", "tls.crt"], ["server.key", "tls.key"], ["trainer.crt", "client.crt"], ["trainer.key", "client.key"]]) {
+      fs.renameSync(path.join(tlsDir, from), path.join(tlsDir, to));
+    }
     server = await startEchod(tls, { tlsDir });
   });
   after(async () => {
@@ -220,5 +223,22 @@ describe("echod started with the TLS overlay's configuration", { skip: notBuilt 
     });
     const r = spawnSync(echoctlBin, ["--server", `127.0.0.1:${server.ports.grpc}`, "--timeout_seconds", "3", "health"], { encoding: "utf8" });
     assert.notEqual(r.status, 0, `plaintext health check over TCP succeeded: ${r.stdout}`);
+  });
+
+  // echoctl over TLS to the TCP port, with or without a client certificate.
+  const overTls = (...clientCert) => spawnSync(echoctlBin, [
+    "--server", `localhost:${server.ports.grpc}`, "--timeout_seconds", "3",
+    "--tls_ca_file", path.join(tlsDir, "ca.crt"), ...clientCert, "node-info",
+  ], { encoding: "utf8" });
+
+  test("the TCP port is mutual TLS: a client with a certificate from the CA is served", () => {
+    const r = overTls("--tls_cert_file", path.join(tlsDir, "client.crt"), "--tls_key_file", path.join(tlsDir, "client.key"));
+    assert.equal(r.status, 0, r.stderr + r.stdout + server.log);
+  });
+
+  test("the TCP port refuses TLS clients without a certificate, or with one from another CA", () => {
+    assert.notEqual(overTls().status, 0);
+    const rogue = overTls("--tls_cert_file", path.join(tlsDir, "rogue.crt"), "--tls_key_file", path.join(tlsDir, "rogue.key"));
+    assert.notEqual(rogue.status, 0, rogue.stdout);
   });
 });

@@ -6,23 +6,29 @@ import { kustomizations, renderOverlay, renderWithComponents, kustomize, k8sDir 
 import { validateAll } from "../lib/schema.mjs";
 import {
   checkConfig, checkGpuPlacement, checkImages, checkMonitoringPresence, checkNamespaces,
-  checkProbes, checkRollout, checkSecurity, checkService, checkVolumes,
+  checkNetworkPolicy, checkProbes, checkProfiling, checkRollout, checkSecurity, checkService,
+  checkVolumes,
 } from "../lib/checks.mjs";
 import { checkDashboards, checkRules, checkScrape } from "../lib/monitoring.mjs";
 
 // What each shipped overlay is: any other overlay must be added here.
 const OVERLAYS = {
-  plain: { tls: false, monitoring: false },
-  tls: { tls: true, monitoring: false },
-  monitoring: { tls: false, monitoring: true },
+  plain: { tls: false, monitoring: false, profiling: false },
+  tls: { tls: true, monitoring: false, profiling: false },
+  monitoring: { tls: false, monitoring: true, profiling: false },
 };
 
 const targets = [
   ...Object.entries(OVERLAYS).map(([name, expect]) => ({ name: `overlay ${name}`, expect, render: () => renderOverlay(name) })),
   {
     name: "components tls + monitoring + nvidia-runtime",
-    expect: { tls: true, monitoring: true },
+    expect: { tls: true, monitoring: true, profiling: false },
     render: () => renderWithComponents(["tls", "monitoring", "nvidia-runtime"]),
+  },
+  {
+    name: "components tls + profiling",
+    expect: { tls: true, monitoring: false, profiling: true },
+    render: () => renderWithComponents(["tls", "profiling"]),
   },
 ];
 
@@ -68,6 +74,12 @@ for (const target of targets) {
     });
     test("flags come from a ConfigMap of ECHO_* variables that echod knows, consistent with the pod", () => {
       assert.deepEqual(checkConfig(objects, expect), []);
+    });
+    test("NetworkPolicy: gRPC from labelled client pods only, metrics on its own port from labelled namespaces, no egress", () => {
+      assert.deepEqual(checkNetworkPolicy(objects), []);
+    });
+    test(expect.profiling ? "profiling is on for listed identities only" : "profiling is off", () => {
+      assert.deepEqual(checkProfiling(objects, expect), []);
     });
     test("Service is node-local with named grpc 50051 and metrics 9464 ports", () => {
       assert.deepEqual(checkService(objects), []);

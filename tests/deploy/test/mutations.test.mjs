@@ -8,7 +8,8 @@ import { renderOverlay } from "../lib/render.mjs";
 import { validateAll } from "../lib/schema.mjs";
 import {
   checkConfig, checkGpuPlacement, checkImages, checkMonitoringPresence, checkNamespaces,
-  checkProbes, checkRollout, checkSecurity, checkService, checkVolumes, daemonSet, mainContainer,
+  checkNetworkPolicy, checkProbes, checkProfiling, checkRollout, checkSecurity, checkService,
+  checkVolumes, daemonSet, mainContainer,
 } from "../lib/checks.mjs";
 import { checkDashboards, checkRules, checkScrape } from "../lib/monitoring.mjs";
 import { checkDockerfile, checkShellSyntax, dockerfilePath } from "../lib/dockerfile.mjs";
@@ -20,6 +21,8 @@ const pod = (objs) => daemonSet(objs).spec.template.spec;
 const echod = (objs) => mainContainer(daemonSet(objs));
 const configMap = (objs) => objs.find((o) => o.kind === "ConfigMap" && o.data?.ECHO_GRPC_ADDRESS);
 const service = (objs) => objs.find((o) => o.kind === "Service");
+const policy = (objs) => objs.find((o) => o.kind === "NetworkPolicy");
+const ingress = (objs, port) => policy(objs).spec.ingress.find((r) => r.ports.some((p) => p.port === port));
 const rule = (objs, name) => objs.find((o) => o.kind === "PrometheusRule").spec.groups
   .flatMap((g) => g.rules).find((r) => r.alert === name);
 const dashboard = (objs, edit) => {
@@ -72,6 +75,21 @@ const manifestCases = [
   ["flags not from a ConfigMap", "plain", (o) => { delete echod(o).envFrom; }, (o) => checkConfig(o, plain), /envFrom/],
   ["half of the TLS settings", "tls", (o) => { delete configMap(o).data.ECHO_TLS_KEY_FILE; }, (o) => checkConfig(o, tls), /only one of/],
   ["TLS key outside the Secret", "tls", (o) => { configMap(o).data.ECHO_TLS_KEY_FILE = "/etc/other/tls.key"; }, (o) => checkConfig(o, tls), /not in a mounted Secret/],
+  ["TLS without client certificates", "tls", (o) => { delete configMap(o).data.ECHO_TLS_CLIENT_CA_FILE; }, (o) => checkConfig(o, tls), /no mTLS/],
+  ["client CA outside the Secret", "tls", (o) => { configMap(o).data.ECHO_TLS_CLIENT_CA_FILE = "/etc/ca.crt"; }, (o) => checkConfig(o, tls), /ECHO_TLS_CLIENT_CA_FILE=\/etc\/ca.crt is not in a mounted Secret/],
+  ["client CA without a server certificate", "plain", (o) => { configMap(o).data.ECHO_TLS_CLIENT_CA_FILE = "/etc/echo/tls/ca.crt"; }, (o) => checkConfig(o, plain), /refuses to start/],
+  ["profiling on in the base", "plain", (o) => { configMap(o).data.ECHO_ENABLE_PROFILING = "true"; }, (o) => checkProfiling(o, { profiling: false }), /should be off/],
+  ["profiling for everyone", "plain", (o) => { configMap(o).data.ECHO_ENABLE_PROFILING = "true"; }, (o) => checkProfiling(o, { profiling: true }), /every caller/],
+  ["no NetworkPolicy", "plain", (o) => { o.splice(o.indexOf(policy(o)), 1); }, checkNetworkPolicy, /no NetworkPolicy selects/],
+  ["NetworkPolicy for other pods", "plain", (o) => { policy(o).spec.podSelector.matchLabels = { app: "other" }; }, checkNetworkPolicy, /no NetworkPolicy selects/],
+  ["gRPC from every source", "plain", (o) => { delete ingress(o, "grpc").from; }, checkNetworkPolicy, /admits every source/],
+  ["gRPC from every pod of the namespace", "plain", (o) => { delete ingress(o, "grpc").from[0].podSelector; }, checkNetworkPolicy, /no podSelector/],
+  ["gRPC from every namespace", "plain", (o) => { ingress(o, "grpc").from[0].namespaceSelector = {}; }, checkNetworkPolicy, /every namespace/],
+  ["gRPC from anywhere by IP", "plain", (o) => { ingress(o, "grpc").from.push({ ipBlock: { cidr: "0.0.0.0/0" } }); }, checkNetworkPolicy, /ipBlock 0.0.0.0\/0/],
+  ["scrapers may call gRPC", "plain", (o) => { ingress(o, "metrics").ports.push({ port: "grpc", protocol: "TCP" }); }, checkNetworkPolicy, /one rule/],
+  ["all ports open", "plain", (o) => { delete ingress(o, "metrics").ports; }, checkNetworkPolicy, /every port/],
+  ["egress allowed", "plain", (o) => { policy(o).spec.egress = [{}]; }, checkNetworkPolicy, /allows egress/],
+  ["metrics on the gRPC port", "plain", (o) => { echod(o).ports.find((p) => p.name === "metrics").containerPort = 50051; }, checkNetworkPolicy, /share a port/],
   ["maxUnavailable 2", "plain", (o) => { daemonSet(o).spec.updateStrategy.rollingUpdate.maxUnavailable = 2; }, checkRollout, /maxUnavailable is 2/],
   ["surge", "plain", (o) => { daemonSet(o).spec.updateStrategy.rollingUpdate.maxSurge = 1; }, checkRollout, /maxSurge/],
   ["OnDelete updates", "plain", (o) => { daemonSet(o).spec.updateStrategy = { type: "OnDelete" }; }, checkRollout, /OnDelete/],

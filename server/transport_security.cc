@@ -1,0 +1,102 @@
+#include "server/transport_security.h"
+
+#include <grp.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "planner/status_macros.h"
+
+namespace echo::server {
+
+namespace {
+
+absl::StatusOr<std::string> ReadFile(const std::string& flag,
+                                     const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::NotFoundError(absl::StrCat(flag, ": cannot read ", path));
+  }
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> TcpServerCredentials(
+    const std::string& cert_file, const std::string& key_file,
+    const std::string& client_ca_file) {
+  if (cert_file.empty() != key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls_cert_file and --tls_key_file must be given together");
+  }
+  if (cert_file.empty()) {
+    if (!client_ca_file.empty()) {
+      return absl::InvalidArgumentError(
+          "--tls_client_ca_file needs --tls_cert_file and --tls_key_file "
+          "(client certificates are verified over TLS only)");
+    }
+    return grpc::InsecureServerCredentials();
+  }
+  ASSIGN_OR_RETURN(std::string cert, ReadFile("--tls_cert_file", cert_file));
+  ASSIGN_OR_RETURN(std::string key, ReadFile("--tls_key_file", key_file));
+  grpc::SslServerCredentialsOptions ssl;
+  ssl.pem_key_cert_pairs.push_back({key, cert});
+  if (!client_ca_file.empty()) {
+    ASSIGN_OR_RETURN(ssl.pem_root_certs,
+                     ReadFile("--tls_client_ca_file", client_ca_file));
+    if (ssl.pem_root_certs.find("-----BEGIN CERTIFICATE-----") ==
+        std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--tls_client_ca_file: ", client_ca_file, " has no PEM certificate"));
+    }
+    ssl.client_certificate_request =
+        GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
+  return grpc::SslServerCredentials(ssl);
+}
+
+absl::StatusOr<std::optional<gid_t>> ResolveGroup(const std::string& group) {
+  if (group.empty()) return std::nullopt;
+  uint32_t number = 0;
+  if (absl::SimpleAtoi(group, &number)) return static_cast<gid_t>(number);
+  std::vector<char> buffer(16384);
+  struct group entry {};
+  struct group* found = nullptr;
+  const int error =
+      ::getgrnam_r(group.c_str(), &entry, buffer.data(), buffer.size(), &found);
+  if (error != 0 || found == nullptr) {
+    return absl::NotFoundError(absl::StrCat(
+        "--unix_socket_group: no group '", group, "' on this host",
+        error != 0 ? absl::StrCat(" (", std::strerror(error), ")") : ""));
+  }
+  return found->gr_gid;
+}
+
+absl::Status RestrictUnixSocket(const std::string& path,
+                                std::optional<gid_t> group) {
+  if (group && ::chown(path.c_str(), static_cast<uid_t>(-1), *group) != 0) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "--unix_socket_group: cannot chgrp ", path, " to gid ", *group, ": ",
+        std::strerror(errno), " (echod must be a member of the group)"));
+  }
+  if (::chmod(path.c_str(), kUnixSocketMode) != 0) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "cannot chmod ", path, " to 0660: ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+ScopedUmask::ScopedUmask(mode_t mask) : previous_(::umask(mask)) {}
+
+ScopedUmask::~ScopedUmask() { ::umask(previous_); }
+
+}  // namespace echo::server
