@@ -248,7 +248,7 @@ TEST(AttackTest, OverloadIsRefusedAtOnceAndHealthAnswers) {
 }
 
 // Finding 2 with real planning: 40 concurrent AUTO plans of DeepSpeech2
-// (4,200 ops, 883 KB each) against 4 slots and 2 workers. While the admitted
+// (5,785 ops, 883 KB each) against 4 slots and 2 workers. While the admitted
 // plans burn both cores, health answers in milliseconds (before, it waited
 // behind the plans). The 35 MB arrival burst itself is measured apart: gRPC
 // reads every request, refused or not, on the threads that serve health.
