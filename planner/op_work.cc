@@ -170,6 +170,24 @@ double DefaultFlopsPerElement(OpClass op_class) {
   }
 }
 
+// Whether A[batch,m,k], B[batch,k,n] and C[batch,m,n] of 8-byte elements
+// fit int64 bytes together: shapes from attributes are not tensors, and the
+// profiler allocates these operands.
+bool GemmOperandsFit(const GemmShape& shape) {
+  int64_t bytes = 0;
+  for (const auto& [rows, cols] :
+       {std::pair{shape.m, shape.k}, {shape.k, shape.n}, {shape.m, shape.n}}) {
+    int64_t operand = 0;
+    if (__builtin_mul_overflow(shape.batch, rows, &operand) ||
+        __builtin_mul_overflow(operand, cols, &operand) ||
+        __builtin_mul_overflow(operand, int64_t{8}, &operand) ||
+        __builtin_add_overflow(bytes, operand, &bytes)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- shapes
@@ -235,7 +253,8 @@ std::optional<GemmShape> InferGemmShape(const Graph& graph, OpIndex o) {
       shape.m *= lead;
     }
   }
-  if (shape.batch <= 0 || shape.m <= 0 || shape.n <= 0 || shape.k <= 0) {
+  if (shape.batch <= 0 || shape.m <= 0 || shape.n <= 0 || shape.k <= 0 ||
+      !GemmOperandsFit(shape)) {
     return std::nullopt;
   }
   return shape;
