@@ -461,5 +461,23 @@ TEST(CostModelWorkTest, GemmWhoseOperandsOverflowInt64HasNoShape) {
   EXPECT_EQ(InferGemmShape(g, 0)->m, 2147483647);
 }
 
+TEST(CostModelWorkTest, ConvolutionBeyond32BitDimsHasNoShape) {
+  // A dilation of 2^62 overflowed the output size; a stride over 32 bits
+  // reached cuDNN truncated.
+  for (const char* attribute : {"dilation", "stride", "padding"}) {
+    Graph g = OneOp(
+        OpClass::kConv, "aten::convolution",
+        {Shaped("x", kF32, {1, 4, 10, 10}), Shaped("w", kF32, {8, 4, 3, 3})},
+        {Sized("y", 3200)}, {{attribute, "4611686018427387904"}});
+    EXPECT_EQ(InferConvShape(g, 0), std::nullopt) << attribute;
+  }
+  // A transposed convolution whose output would not fit int64 bytes.
+  Graph g = OneOp(
+      OpClass::kConv, "aten::convolution",
+      {Shaped("x", kF32, {1, 4, 2147483647}), Shaped("w", kF32, {4, 8, 3})},
+      {Sized("y", 8)}, {{"transposed", "true"}, {"stride", "2147483647"}});
+  EXPECT_EQ(InferConvShape(g, 0), std::nullopt);
+}
+
 }  // namespace
 }  // namespace echo::planner
