@@ -74,8 +74,9 @@ test: test-deps configure python-venv
 bench: build
 	$(BUILD_DIR)/bin/echo_plan_bench quality --milp_seconds=120
 	$(BUILD_DIR)/bin/echo_plan_bench speed --max_ops=1200000
-	$(BUILD_DIR)/bin/echo_server_load_bench --method estimate
-	$(BUILD_DIR)/bin/echo_server_load_bench --method plan
+	$(BUILD_DIR)/bin/echo_server_load_bench --mix estimate --seconds 10
+	$(BUILD_DIR)/bin/echo_server_load_bench --mix plan --seconds 10
+	$(BUILD_DIR)/bin/echo_server_load_bench --seconds 60
 
 clean:
 	rm -rf $(BUILD_DIR)

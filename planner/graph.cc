@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "planner/graph_limits.h"
 #include "planner/status_macros.h"
 
 namespace echo::planner {
@@ -175,6 +176,8 @@ absl::StatusOr<int64_t> SizeFromShape(const TensorSpec& spec) {
 }  // namespace
 
 absl::StatusOr<Graph> GraphBuilder::Build() && {
+  RETURN_IF_ERROR(
+      CheckGraphLimits(name_, metadata_, tensors_.size(), ops_.size()));
   Graph graph;
   graph.name_ = std::move(name_);
   graph.metadata_ = std::move(metadata_);
@@ -187,6 +190,7 @@ absl::StatusOr<Graph> GraphBuilder::Build() && {
   std::vector<bool> role_set;
   role_set.reserve(tensors_.size());
   for (TensorSpec& spec : tensors_) {
+    RETURN_IF_ERROR(CheckTensorLimits(spec, graph.tensors_.size()));
     if (spec.id.empty()) {
       return absl::InvalidArgumentError(
           absl::StrCat("tensor #", graph.tensors_.size(), " has an empty id"));
@@ -228,6 +232,7 @@ absl::StatusOr<Graph> GraphBuilder::Build() && {
   // check in linear time (an op may list 200k inputs).
   std::vector<OpIndex> last_reader(graph.num_tensors(), kNoOp);
   for (OpSpec& spec : ops_) {
+    RETURN_IF_ERROR(CheckOpLimits(spec, graph.ops_.size()));
     if (spec.id.empty()) {
       return absl::InvalidArgumentError(
           absl::StrCat("op #", graph.ops_.size(), " has an empty id"));

@@ -2,6 +2,10 @@
 // GEMM and convolution dims, FLOPs and bytes moved per op class.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <initializer_list>
+#include <limits>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -170,6 +174,47 @@ double DefaultFlopsPerElement(OpClass op_class) {
   }
 }
 
+// Adds the bytes of an operand of 8-byte elements shaped `dims` then `more`
+// to `bytes`; false when that overflows int64. Shapes from attributes are
+// not tensors whose sizes the graph checked, and the profiler allocates
+// these operands.
+bool AddOperandBytes(std::initializer_list<int64_t> dims,
+                     const std::vector<int64_t>& more, int64_t* bytes) {
+  int64_t count = 8;
+  for (int64_t d : dims) {
+    if (__builtin_mul_overflow(count, d, &count)) return false;
+  }
+  for (int64_t d : more) {
+    if (__builtin_mul_overflow(count, d, &count)) return false;
+  }
+  return !__builtin_add_overflow(*bytes, count, bytes);
+}
+
+bool GemmOperandsFit(const GemmShape& g) {
+  int64_t bytes = 0;
+  return AddOperandBytes({g.batch, g.m, g.k}, {}, &bytes) &&
+         AddOperandBytes({g.batch, g.k, g.n}, {}, &bytes) &&
+         AddOperandBytes({g.batch, g.m, g.n}, {}, &bytes);
+}
+
+// cuDNN takes 32-bit dims; within them, the output sizes below stay within
+// int64.
+bool Fits32(const std::vector<int64_t>& dims) {
+  return std::all_of(dims.begin(), dims.end(), [](int64_t d) {
+    return d >= -std::numeric_limits<int32_t>::max() &&
+           d <= std::numeric_limits<int32_t>::max();
+  });
+}
+
+bool ConvOperandsFit(const ConvShape& c) {
+  int64_t bytes = 0;
+  return Fits32({c.out_channels}) && Fits32(c.out_spatial) &&
+         AddOperandBytes({c.batch, c.in_channels}, c.in_spatial, &bytes) &&
+         AddOperandBytes({c.out_channels, c.in_channels / c.groups}, c.kernel,
+                         &bytes) &&
+         AddOperandBytes({c.batch, c.out_channels}, c.out_spatial, &bytes);
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- shapes
@@ -235,7 +280,8 @@ std::optional<GemmShape> InferGemmShape(const Graph& graph, OpIndex o) {
       shape.m *= lead;
     }
   }
-  if (shape.batch <= 0 || shape.m <= 0 || shape.n <= 0 || shape.k <= 0) {
+  if (shape.batch <= 0 || shape.m <= 0 || shape.n <= 0 || shape.k <= 0 ||
+      !GemmOperandsFit(shape)) {
     return std::nullopt;
   }
   return shape;
@@ -306,6 +352,12 @@ std::optional<ConvShape> InferConvShape(const Graph& graph, OpIndex o) {
   c.stride = *stride;
   c.padding = *padding;
   c.dilation = *dilation;
+  if (!Fits32({c.groups, c.batch, c.in_channels}) || !Fits32(c.in_spatial) ||
+      !Fits32(c.kernel) || !Fits32(c.stride) || !Fits32(c.padding) ||
+      !Fits32(c.dilation) || !Fits32(*output_padding) ||
+      (w != nullptr && !Fits32(w->shape))) {
+    return std::nullopt;
+  }
   if (y != nullptr) {
     c.out_channels = y->shape[1];
     c.out_spatial.assign(y->shape.begin() + 2, y->shape.end());
@@ -356,7 +408,8 @@ std::optional<ConvShape> InferConvShape(const Graph& graph, OpIndex o) {
       c.groups <= 0 || c.in_channels % c.groups != 0 ||
       c.out_channels % c.groups != 0 || !AllPositive(c.kernel) ||
       !AllPositive(c.in_spatial) || !AllPositive(c.out_spatial) ||
-      !AllPositive(c.stride) || !AllPositive(c.dilation)) {
+      !AllPositive(c.stride) || !AllPositive(c.dilation) ||
+      !ConvOperandsFit(c)) {
     return std::nullopt;
   }
   return c;

@@ -15,6 +15,7 @@
 #include "planner/recompute/recompute_planner.h"
 #include "planner/status_macros.h"
 #include "server/guarded_call.h"
+#include "server/request_codec.h"
 #include "server/status_map.h"
 #include "spdlog/spdlog.h"
 
@@ -58,55 +59,86 @@ PlannerService::PlannerService(PlannerServiceOptions options,
         std::max(2, static_cast<int>(std::thread::hardware_concurrency()));
   }
   // Admission control already bounds the calls in flight; the queue bound
-  // only makes that explicit.
+  // only makes that explicit. Workers run at a lower priority than gRPC's
+  // threads: health checks answer while plans use every core.
   workers_ = std::make_unique<WorkerPool>(
       threads,
-      static_cast<size_t>(std::max(1, options_.max_concurrent_requests)));
+      static_cast<size_t>(std::max(1, options_.max_concurrent_requests)),
+      kWorkerNiceIncrement);
 }
 
-grpc::ServerUnaryReactor* PlannerService::Serve(
-    grpc::CallbackServerContext* context, const char* method, bool heavy,
-    std::function<absl::Status()> handler) {
+template <typename Request, typename Response>
+grpc::ServerUnaryReactor* PlannerService::ServeRaw(
+    grpc::CallbackServerContext* context, const char* method,
+    const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response,
+    bool metered, Lane (PlannerService::*lane_of)(const Request&) const,
+    absl::Status (PlannerService::*handle)(grpc::CallbackServerContext*,
+                                           const Request&, Response*)) {
   const auto start = std::chrono::steady_clock::now();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  const int in_flight = in_flight_.fetch_add(1) + 1;
-  const absl::Status authorized =
-      options_.authorizer == nullptr
-          ? absl::OkStatus()
-          : options_.authorizer->Authorize(
-                method, CallAuthorizer::CredentialsOf(*context));
-  if (!authorized.ok()) {
-    Complete(context, reactor, method, start, authorized);
-  } else if (draining_) {
+  // Authentication and authorization first: a refused caller takes no
+  // slot and costs no parse.
+  if (options_.authorizer != nullptr) {
+    const absl::Status authorized = options_.authorizer->Authorize(
+        method, CallAuthorizer::CredentialsOf(*context));
+    if (!authorized.ok()) {
+      Complete(context, reactor, method, start, false, authorized);
+      return reactor;
+    }
+  }
+  // Admission before parsing: a refused call costs no parse.
+  if (metered) {
+    if (absl::Status admitted = Admit(); !admitted.ok()) {
+      Complete(context, reactor, method, start, true, admitted);
+      return reactor;
+    }
+  }
+  // Shared: the handler may run on a worker after this returns.
+  auto call = std::make_shared<std::pair<Request, Response>>();
+  const absl::Status parsed = RunGuarded(
+      method, [&] { return ParseRequest(*raw_request, &call->first); });
+  if (!parsed.ok()) {
+    Complete(context, reactor, method, start, metered, parsed);
+    return reactor;
+  }
+  auto run = [this, context, reactor, method, start, metered, raw_response,
+              handle, call] {
     Complete(
-        context, reactor, method, start,
-        absl::UnavailableError("echod is draining; retry on another node"));
-  } else if (in_flight > options_.max_concurrent_requests) {
-    Complete(
-        context, reactor, method, start,
-        absl::ResourceExhaustedError(absl::StrCat(
-            "echod is overloaded: ", in_flight - 1, " requests in flight (max ",
-            options_.max_concurrent_requests, "); retry with backoff")));
-  } else if (!heavy) {
-    Complete(context, reactor, method, start, RunGuarded(method, handler));
-  } else if (!workers_->TrySubmit([this, context, reactor, method, start,
-                                   handler = std::move(handler)] {
-               Complete(context, reactor, method, start,
-                        RunGuarded(method, handler));
-             })) {
-    Complete(context, reactor, method, start,
+        context, reactor, method, start, metered,
+        RunGuarded(method, [&]() -> absl::Status {
+          RETURN_IF_ERROR((this->*handle)(context, call->first, &call->second));
+          return SerializeResponse(call->second, raw_response);
+        }));
+  };
+  if ((this->*lane_of)(call->first) == Lane::kInline) {
+    run();
+  } else if (!workers_->TrySubmit(std::move(run))) {
+    Complete(context, reactor, method, start, metered,
              absl::ResourceExhaustedError(
                  "echod's worker queue is full; retry with backoff"));
   }
   return reactor;
 }
 
+absl::Status PlannerService::Admit() {
+  const int in_flight = in_flight_.fetch_add(1) + 1;
+  if (draining_) {
+    return absl::UnavailableError("echod is draining; retry on another node");
+  }
+  if (in_flight > options_.max_concurrent_requests) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "echod is overloaded: ", in_flight - 1, " requests in flight (max ",
+        options_.max_concurrent_requests, "); retry with backoff"));
+  }
+  return absl::OkStatus();
+}
+
 void PlannerService::Complete(grpc::CallbackServerContext* context,
                               grpc::ServerUnaryReactor* reactor,
                               const char* method,
                               std::chrono::steady_clock::time_point start,
-                              const absl::Status& status) {
-  in_flight_.fetch_sub(1);
+                              bool admitted, const absl::Status& status) {
+  if (admitted) in_flight_.fetch_sub(1);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
@@ -141,142 +173,168 @@ absl::StatusOr<PlannerService::CostedGraph> PlannerService::PrepareGraph(
 }
 
 grpc::ServerUnaryReactor* PlannerService::EstimateMemory(
-    grpc::CallbackServerContext* context,
-    const v1::EstimateMemoryRequest* request,
-    v1::EstimateMemoryResponse* response) {
-  return Serve(
-      context, "EstimateMemory", /*heavy=*/false,
-      [this, request, response]() -> absl::Status {
-        ASSIGN_OR_RETURN(CostedGraph costed,
-                         PrepareGraph("EstimateMemory", request->graph(),
-                                      &request->device()));
-        ASSIGN_OR_RETURN(planner::MemoryModelOptions memory,
-                         adapter::MemoryModelFromProto(request->allocator()));
-        if (request->max_live_tensors() < -1) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("max_live_tensors must be >= -1, got ",
-                           request->max_live_tensors()));
-        }
-        const planner::SimulationResult result =
-            planner::SimulatePlain(costed.graph, memory);
-        const int max_live =
-            request->max_live_tensors() == 0 ? 20 : request->max_live_tensors();
-        adapter::FillEstimate(costed.graph, result, max_live, response);
-        if (costed.device && costed.costs.unit == planner::kSecondsUnit) {
-          response->set_compute_time_seconds(costed.costs.TotalCost());
-        }
-        adapter::CostSourceSummaryToProto(costed.costs.Summary(),
-                                          response->mutable_cost_sources());
-        if (metrics_ != nullptr)
-          metrics_->RecordEstimatedPeak(result.peak_bytes);
-        return absl::OkStatus();
-      });
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return ServeRaw(context, "EstimateMemory", request, response,
+                  /*metered=*/true, &PlannerService::EstimateLane,
+                  &PlannerService::DoEstimateMemory);
 }
 
 grpc::ServerUnaryReactor* PlannerService::GenerateRecomputePlan(
-    grpc::CallbackServerContext* context,
-    const v1::GenerateRecomputePlanRequest* request,
-    v1::GenerateRecomputePlanResponse* response) {
-  const bool heavy = request->policy() == v1::RECOMPUTE_POLICY_OPTIMAL ||
-                     IsHeavy(request->graph());
-  return Serve(
-      context, "GenerateRecomputePlan", heavy,
-      [this, context, request, response]() -> absl::Status {
-        ASSIGN_OR_RETURN(planner::RecomputePlanOptions options,
-                         adapter::PlanOptionsFromProto(*request));
-        options.interrupted = InterruptFor(context);
-        const std::string policy(planner::RecomputePolicyName(options.policy));
-        absl::StatusOr<CostedGraph> costed = PrepareGraph(
-            "GenerateRecomputePlan", request->graph(), &request->device());
-        absl::StatusOr<planner::RecomputePlan> plan =
-            costed.ok()
-                ? planner::GenerateRecomputePlan(costed->graph,
-                                                 costed->costs.Costs(), options)
-                : absl::StatusOr<planner::RecomputePlan>(costed.status());
-        if (!plan.ok()) {
-          if (metrics_ != nullptr)
-            metrics_->RecordPlan(policy, "error", 0, 0, 0);
-          return plan.status();
-        }
-        adapter::FillPlanResponse(costed->graph, *plan, options.policy,
-                                  response);
-        response->set_cost_unit(costed->costs.unit);
-        adapter::CostSourceSummaryToProto(costed->costs.Summary(),
-                                          response->mutable_cost_sources());
-        if (metrics_ != nullptr) {
-          metrics_->RecordPlan(
-              policy, plan->feasible ? "feasible" : "infeasible",
-              plan->baseline_peak_bytes - plan->planned_peak_bytes,
-              plan->recompute_overhead_ratio, plan->solve_time_seconds);
-        }
-        return absl::OkStatus();
-      });
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return ServeRaw(context, "GenerateRecomputePlan", request, response,
+                  /*metered=*/true, &PlannerService::PlanLane,
+                  &PlannerService::DoGenerateRecomputePlan);
 }
 
 grpc::ServerUnaryReactor* PlannerService::CheckFit(
-    grpc::CallbackServerContext* context, const v1::CheckFitRequest* request,
-    v1::CheckFitResponse* response) {
-  return Serve(
-      context, "CheckFit", IsHeavy(request->graph()),
-      [this, context, request, response]() -> absl::Status {
-        if (!NamesDevice(request->device())) {
-          return absl::InvalidArgumentError(
-              "CheckFit needs a device (a catalog name or a full spec)");
-        }
-        ASSIGN_OR_RETURN(planner::FitOptions options,
-                         adapter::FitOptionsFromProto(*request));
-        options.interrupted = InterruptFor(context);
-        ASSIGN_OR_RETURN(
-            CostedGraph costed,
-            PrepareGraph("CheckFit", request->graph(), &request->device()));
-        options.device_memory_bytes = costed.device->memory_bytes;
-        ASSIGN_OR_RETURN(
-            const planner::FitResult fit,
-            planner::CheckFit(costed.graph, costed.costs.Costs(), options));
-        response->set_device_memory_bytes(options.device_memory_bytes);
-        adapter::FillFitResponse(fit, response);
-        return absl::OkStatus();
-      });
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return ServeRaw(context, "CheckFit", request, response, /*metered=*/true,
+                  &PlannerService::FitLane, &PlannerService::DoCheckFit);
 }
 
 grpc::ServerUnaryReactor* PlannerService::ProfileOps(
-    grpc::CallbackServerContext* context, const v1::ProfileOpsRequest* request,
-    v1::ProfileOpsResponse* response) {
-  return Serve(
-      context, "ProfileOps", /*heavy=*/true,
-      [this, request, response]() -> absl::Status {
-        ASSIGN_OR_RETURN(planner::Graph graph,
-                         adapter::GraphFromProto(request->graph()));
-        std::vector<planner::OpIndex> ops;
-        for (const std::string& id : request->op_ids()) {
-          const planner::OpIndex op = graph.FindOp(id);
-          if (op < 0) {
-            return absl::InvalidArgumentError(
-                absl::StrCat("op_ids names unknown op '", id, "'"));
-          }
-          ops.push_back(op);
-        }
-        if (profiler_ == nullptr) {
-          return absl::FailedPreconditionError("this echod has no profiler");
-        }
-        ASSIGN_OR_RETURN(planner::ProfileReport report,
-                         profiler_->ProfileOps(graph, ops, request->force()));
-        adapter::ProfileReportToProto(report, response);
-        return absl::OkStatus();
-      });
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return ServeRaw(context, "ProfileOps", request, response, /*metered=*/true,
+                  &PlannerService::ProfileLane, &PlannerService::DoProfileOps);
 }
 
 grpc::ServerUnaryReactor* PlannerService::GetNodeInfo(
-    grpc::CallbackServerContext* context, const v1::GetNodeInfoRequest*,
-    v1::GetNodeInfoResponse* response) {
-  return Serve(context, "GetNodeInfo", /*heavy=*/false,
-               [this, response]() -> absl::Status {
-                 if (profiler_ != nullptr) {
-                   adapter::NodeReportToProto(profiler_->NodeInfo(), response);
-                 }
-                 response->set_server_version(ECHO_VERSION);
-                 return absl::OkStatus();
-               });
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return ServeRaw(context, "GetNodeInfo", request, response, /*metered=*/false,
+                  &PlannerService::InfoLane, &PlannerService::DoGetNodeInfo);
+}
+
+PlannerService::Lane PlannerService::EstimateLane(
+    const v1::EstimateMemoryRequest& request) const {
+  return LaneFor(request.graph());
+}
+
+PlannerService::Lane PlannerService::PlanLane(
+    const v1::GenerateRecomputePlanRequest& request) const {
+  return request.policy() == v1::RECOMPUTE_POLICY_OPTIMAL
+             ? Lane::kPool
+             : LaneFor(request.graph());
+}
+
+PlannerService::Lane PlannerService::FitLane(
+    const v1::CheckFitRequest& request) const {
+  return LaneFor(request.graph());
+}
+
+absl::Status PlannerService::DoEstimateMemory(
+    grpc::CallbackServerContext*, const v1::EstimateMemoryRequest& request,
+    v1::EstimateMemoryResponse* response) {
+  ASSIGN_OR_RETURN(
+      CostedGraph costed,
+      PrepareGraph("EstimateMemory", request.graph(), &request.device()));
+  ASSIGN_OR_RETURN(planner::MemoryModelOptions memory,
+                   adapter::MemoryModelFromProto(request.allocator()));
+  if (request.max_live_tensors() < -1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_live_tensors must be >= -1, got ", request.max_live_tensors()));
+  }
+  const planner::SimulationResult result =
+      planner::SimulatePlain(costed.graph, memory);
+  const int max_live =
+      request.max_live_tensors() == 0 ? 20 : request.max_live_tensors();
+  adapter::FillEstimate(costed.graph, result, max_live, response);
+  if (costed.device && costed.costs.unit == planner::kSecondsUnit) {
+    response->set_compute_time_seconds(costed.costs.TotalCost());
+  }
+  adapter::CostSourceSummaryToProto(costed.costs.Summary(),
+                                    response->mutable_cost_sources());
+  if (metrics_ != nullptr) metrics_->RecordEstimatedPeak(result.peak_bytes);
+  return absl::OkStatus();
+}
+
+absl::Status PlannerService::DoGenerateRecomputePlan(
+    grpc::CallbackServerContext* context,
+    const v1::GenerateRecomputePlanRequest& request,
+    v1::GenerateRecomputePlanResponse* response) {
+  ASSIGN_OR_RETURN(planner::RecomputePlanOptions options,
+                   adapter::PlanOptionsFromProto(request));
+  options.interrupted = InterruptFor(context);
+  const std::string policy(planner::RecomputePolicyName(options.policy));
+  absl::StatusOr<CostedGraph> costed =
+      PrepareGraph("GenerateRecomputePlan", request.graph(), &request.device());
+  absl::StatusOr<planner::RecomputePlan> plan =
+      costed.ok() ? planner::GenerateRecomputePlan(
+                        costed->graph, costed->costs.Costs(), options)
+                  : absl::StatusOr<planner::RecomputePlan>(costed.status());
+  if (!plan.ok()) {
+    if (metrics_ != nullptr) metrics_->RecordPlan(policy, "error", 0, 0, 0);
+    return plan.status();
+  }
+  adapter::FillPlanResponse(costed->graph, *plan, options.policy, response);
+  response->set_cost_unit(costed->costs.unit);
+  adapter::CostSourceSummaryToProto(costed->costs.Summary(),
+                                    response->mutable_cost_sources());
+  if (metrics_ != nullptr) {
+    metrics_->RecordPlan(policy, plan->feasible ? "feasible" : "infeasible",
+                         plan->baseline_peak_bytes - plan->planned_peak_bytes,
+                         plan->recompute_overhead_ratio,
+                         plan->solve_time_seconds);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PlannerService::DoCheckFit(grpc::CallbackServerContext* context,
+                                        const v1::CheckFitRequest& request,
+                                        v1::CheckFitResponse* response) {
+  if (!NamesDevice(request.device())) {
+    return absl::InvalidArgumentError(
+        "CheckFit needs a device (a catalog name or a full spec)");
+  }
+  ASSIGN_OR_RETURN(planner::FitOptions options,
+                   adapter::FitOptionsFromProto(request));
+  options.interrupted = InterruptFor(context);
+  ASSIGN_OR_RETURN(CostedGraph costed, PrepareGraph("CheckFit", request.graph(),
+                                                    &request.device()));
+  options.device_memory_bytes = costed.device->memory_bytes;
+  ASSIGN_OR_RETURN(
+      const planner::FitResult fit,
+      planner::CheckFit(costed.graph, costed.costs.Costs(), options));
+  response->set_device_memory_bytes(options.device_memory_bytes);
+  adapter::FillFitResponse(fit, response);
+  return absl::OkStatus();
+}
+
+absl::Status PlannerService::DoProfileOps(grpc::CallbackServerContext*,
+                                          const v1::ProfileOpsRequest& request,
+                                          v1::ProfileOpsResponse* response) {
+  ASSIGN_OR_RETURN(planner::Graph graph,
+                   adapter::GraphFromProto(request.graph()));
+  std::vector<planner::OpIndex> ops;
+  for (const std::string& id : request.op_ids()) {
+    const planner::OpIndex op = graph.FindOp(id);
+    if (op < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("op_ids names unknown op '", id, "'"));
+    }
+    ops.push_back(op);
+  }
+  if (profiler_ == nullptr) {
+    return absl::FailedPreconditionError("this echod has no profiler");
+  }
+  ASSIGN_OR_RETURN(planner::ProfileReport report,
+                   profiler_->ProfileOps(graph, ops, request.force()));
+  adapter::ProfileReportToProto(report, response);
+  return absl::OkStatus();
+}
+
+absl::Status PlannerService::DoGetNodeInfo(grpc::CallbackServerContext*,
+                                           const v1::GetNodeInfoRequest&,
+                                           v1::GetNodeInfoResponse* response) {
+  if (profiler_ != nullptr) {
+    adapter::NodeReportToProto(profiler_->NodeInfo(), response);
+  }
+  response->set_server_version(ECHO_VERSION);
+  return absl::OkStatus();
 }
 
 }  // namespace echo::server

@@ -29,6 +29,9 @@ namespace echo::server {
 inline constexpr int kDefaultMaxConcurrentRequests = 64;
 inline constexpr int64_t kDefaultMaxRequestBytes = int64_t{64} << 20;
 
+// How much lower than gRPC's threads the worker pool's threads run (nice).
+inline constexpr int kWorkerNiceIncrement = 10;
+
 // Graphs with at least this many ops are planned on the worker pool.
 inline constexpr int kDefaultHeavyGraphOps = 1000;
 
@@ -45,7 +48,18 @@ struct PlannerServiceOptions {
   const CallAuthorizer* authorizer = nullptr;
 };
 
-class PlannerService final : public v1::MemoryPlanner::CallbackService {
+// Every method is a raw handler: the service parses the request itself
+// (server/request_codec.h) so that an unparsable request gets
+// INVALID_ARGUMENT naming the field, and is counted, like any other error.
+using RawPlannerService =
+    v1::MemoryPlanner::WithRawCallbackMethod_EstimateMemory<
+        v1::MemoryPlanner::WithRawCallbackMethod_GenerateRecomputePlan<
+            v1::MemoryPlanner::WithRawCallbackMethod_CheckFit<
+                v1::MemoryPlanner::WithRawCallbackMethod_ProfileOps<
+                    v1::MemoryPlanner::WithRawCallbackMethod_GetNodeInfo<
+                        v1::MemoryPlanner::Service>>>>>;
+
+class PlannerService final : public RawPlannerService {
  public:
   // `profiler` serves ProfileOps, GetNodeInfo and profiled op times; it
   // must outlive the service.
@@ -55,25 +69,21 @@ class PlannerService final : public v1::MemoryPlanner::CallbackService {
   // While draining, new requests get UNAVAILABLE.
   void StartDraining() { draining_ = true; }
 
-  grpc::ServerUnaryReactor* EstimateMemory(
-      grpc::CallbackServerContext* context,
-      const v1::EstimateMemoryRequest* request,
-      v1::EstimateMemoryResponse* response) override;
+  grpc::ServerUnaryReactor* EstimateMemory(grpc::CallbackServerContext* context,
+                                           const grpc::ByteBuffer* request,
+                                           grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* GenerateRecomputePlan(
-      grpc::CallbackServerContext* context,
-      const v1::GenerateRecomputePlanRequest* request,
-      v1::GenerateRecomputePlanResponse* response) override;
+      grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+      grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* CheckFit(grpc::CallbackServerContext* context,
-                                     const v1::CheckFitRequest* request,
-                                     v1::CheckFitResponse* response) override;
-  grpc::ServerUnaryReactor* ProfileOps(
-      grpc::CallbackServerContext* context,
-      const v1::ProfileOpsRequest* request,
-      v1::ProfileOpsResponse* response) override;
-  grpc::ServerUnaryReactor* GetNodeInfo(
-      grpc::CallbackServerContext* context,
-      const v1::GetNodeInfoRequest* request,
-      v1::GetNodeInfoResponse* response) override;
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* ProfileOps(grpc::CallbackServerContext* context,
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* GetNodeInfo(grpc::CallbackServerContext* context,
+                                        const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override;
 
  private:
   // A request's graph in the IR, its device (when it names one) and the
@@ -87,21 +97,58 @@ class PlannerService final : public v1::MemoryPlanner::CallbackService {
                                            const v1::Graph& graph,
                                            const v1::DeviceSpec* device);
 
-  // Admission control, timing, metrics and logging around one handler,
-  // which runs on the worker pool when `heavy`, else on the calling gRPC
-  // thread. The handler may run after Serve returns: it must capture the
-  // request and response pointers by value, not the caller's locals.
-  grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* context,
-                                  const char* method, bool heavy,
-                                  std::function<absl::Status()> handler);
-  // Ends a served call: in-flight count, metrics, log, Finish.
+  // Where a request runs: on the calling gRPC thread (cheap work) or on the
+  // worker pool (heavy work).
+  enum class Lane { kInline, kPool };
+
+  // Admission control when `metered` (GetNodeInfo is not: it answers
+  // whatever the load), then parses the request, picks its lane with
+  // `lane_of`, runs `handle` there and serializes the response; times,
+  // counts, logs and finishes the call.
+  template <typename Request, typename Response>
+  grpc::ServerUnaryReactor* ServeRaw(
+      grpc::CallbackServerContext* context, const char* method,
+      const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response,
+      bool metered, Lane (PlannerService::*lane_of)(const Request&) const,
+      absl::Status (PlannerService::*handle)(grpc::CallbackServerContext*,
+                                             const Request&, Response*));
+  // Takes an admission slot; the error (UNAVAILABLE while draining,
+  // RESOURCE_EXHAUSTED beyond max_concurrent_requests) still holds it, for
+  // Complete to release.
+  absl::Status Admit();
+  // Ends a served call: in-flight count (when `admitted`: it took a slot),
+  // metrics, log, Finish.
   void Complete(grpc::CallbackServerContext* context,
                 grpc::ServerUnaryReactor* reactor, const char* method,
-                std::chrono::steady_clock::time_point start,
+                std::chrono::steady_clock::time_point start, bool admitted,
                 const absl::Status& status);
-  bool IsHeavy(const v1::Graph& graph) const {
-    return graph.ops_size() >= options_.heavy_graph_ops;
+  Lane LaneFor(const v1::Graph& graph) const {
+    return graph.ops_size() >= options_.heavy_graph_ops ? Lane::kPool
+                                                        : Lane::kInline;
   }
+  Lane EstimateLane(const v1::EstimateMemoryRequest& request) const;
+  Lane PlanLane(const v1::GenerateRecomputePlanRequest& request) const;
+  Lane FitLane(const v1::CheckFitRequest& request) const;
+  Lane ProfileLane(const v1::ProfileOpsRequest&) const { return Lane::kPool; }
+  Lane InfoLane(const v1::GetNodeInfoRequest&) const { return Lane::kInline; }
+
+  // The methods' work, on parsed requests.
+  absl::Status DoEstimateMemory(grpc::CallbackServerContext* context,
+                                const v1::EstimateMemoryRequest& request,
+                                v1::EstimateMemoryResponse* response);
+  absl::Status DoGenerateRecomputePlan(
+      grpc::CallbackServerContext* context,
+      const v1::GenerateRecomputePlanRequest& request,
+      v1::GenerateRecomputePlanResponse* response);
+  absl::Status DoCheckFit(grpc::CallbackServerContext* context,
+                          const v1::CheckFitRequest& request,
+                          v1::CheckFitResponse* response);
+  absl::Status DoProfileOps(grpc::CallbackServerContext* context,
+                            const v1::ProfileOpsRequest& request,
+                            v1::ProfileOpsResponse* response);
+  absl::Status DoGetNodeInfo(grpc::CallbackServerContext* context,
+                             const v1::GetNodeInfoRequest& request,
+                             v1::GetNodeInfoResponse* response);
 
   PlannerServiceOptions options_;
   ServerMetrics* metrics_;

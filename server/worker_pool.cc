@@ -1,11 +1,15 @@
 #include "server/worker_pool.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <utility>
 
 namespace echo::server {
 
-WorkerPool::WorkerPool(int threads, size_t max_queued)
-    : max_queued_(max_queued) {
+WorkerPool::WorkerPool(int threads, size_t max_queued, int nice_increment)
+    : max_queued_(max_queued), nice_increment_(nice_increment) {
   threads_.reserve(threads);
   for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Work(); });
 }
@@ -30,6 +34,15 @@ bool WorkerPool::TrySubmit(std::function<void()> task) {
 }
 
 void WorkerPool::Work() {
+  if (nice_increment_ != 0) {
+    // Best effort: without it heavy work only competes on equal terms.
+    const id_t thread = static_cast<id_t>(::gettid());
+    errno = 0;
+    const int nice = ::getpriority(PRIO_PROCESS, thread);
+    if (errno == 0) {
+      ::setpriority(PRIO_PROCESS, thread, nice + nice_increment_);
+    }
+  }
   while (true) {
     std::function<void()> task;
     {

@@ -18,7 +18,10 @@ namespace echo::server {
 class WorkerPool {
  public:
   // threads >= 1; at most max_queued tasks wait (running ones excluded).
-  WorkerPool(int threads, size_t max_queued);
+  // Each thread raises its nice value by `nice_increment` (Linux: nice is
+  // per thread), so that the threads serving health checks and cheap calls
+  // win the CPU from heavy work.
+  WorkerPool(int threads, size_t max_queued, int nice_increment = 0);
   // Runs what is queued, then joins the threads.
   ~WorkerPool();
   WorkerPool(const WorkerPool&) = delete;
@@ -31,6 +34,7 @@ class WorkerPool {
   void Work();
 
   const size_t max_queued_;
+  const int nice_increment_;
   std::mutex mutex_;
   std::condition_variable ready_;
   std::deque<std::function<void()>> queue_;

@@ -1,14 +1,25 @@
-// Service throughput: echod in-process on loopback, N client threads sending
-// the same request for a fixed time. Prints requests/s, latency percentiles
-// and the server's resident memory before and after (bounded memory).
+// Bounded load test: starts echod as a child process on a loopback port,
+// runs N client threads for a set time, each cycling through a mix of calls
+// (estimate, AUTO plan, fit check, node info, a malformed graph), and prints
+// throughput, p50/p99 latency per call, answers by gRPC code, and echod's
+// resident memory (VmRSS from /proc/<pid>/status) over time. A benchmark,
+// not a test: run it by hand.
 //
-//   echo_server_load_bench [--graph FILE] [--threads N] [--seconds S]
-//                          [--method plan|estimate] [--policy P]
+//   echo_server_load_bench [--echod PATH] [--graph FILE] [--threads N]
+//       [--seconds S] [--mix estimate,plan,fit,info,invalid]
+//       [--max_concurrent_requests N]
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -16,47 +27,114 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "adapter/graph_file.h"
 #include "client/planner_client.h"
-#include "server/echo_server.h"
-#include "spdlog/spdlog.h"
 
 namespace {
 
-int64_t ResidentBytes() {
-  std::ifstream statm("/proc/self/statm");
-  int64_t pages = 0, resident = 0;
-  statm >> pages >> resident;
-  return resident * 4096;
-}
+using Clock = std::chrono::steady_clock;
 
 struct Args {
+  std::string echod;
   std::string graph = "tests/data/checkmate/resnet50_b256_train.json";
-  int threads = 4;
-  double seconds = 5;
-  std::string method = "plan";
-  std::string policy = "auto";
+  int threads = 8;
+  double seconds = 60;
+  std::vector<std::string> mix = {"estimate", "plan", "fit", "info", "invalid"};
+  int max_concurrent_requests = 64;
 };
 
 bool Parse(int argc, char** argv, Args& args) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
-    if (flag == "--graph") {
+    if (flag == "--echod") {
+      args.echod = value;
+    } else if (flag == "--graph") {
       args.graph = value;
     } else if (flag == "--threads") {
       if (!absl::SimpleAtoi(value, &args.threads)) return false;
     } else if (flag == "--seconds") {
       if (!absl::SimpleAtod(value, &args.seconds)) return false;
-    } else if (flag == "--method") {
-      args.method = value;
-    } else if (flag == "--policy") {
-      args.policy = value;
+    } else if (flag == "--mix") {
+      args.mix = absl::StrSplit(value, ',');
+    } else if (flag == "--max_concurrent_requests") {
+      if (!absl::SimpleAtoi(value, &args.max_concurrent_requests)) {
+        return false;
+      }
     } else {
       return false;
     }
   }
-  return args.threads > 0 && args.seconds > 0 &&
-         (args.method == "plan" || args.method == "estimate");
+  for (const std::string& call : args.mix) {
+    if (call != "estimate" && call != "plan" && call != "fit" &&
+        call != "info" && call != "invalid") {
+      return false;
+    }
+  }
+  return argc % 2 == 1 && args.threads > 0 && args.seconds > 0 &&
+         !args.mix.empty();
+}
+
+int FreeLoopbackPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  int port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
+    port = ntohs(address.sin_port);
+  }
+  ::close(fd);
+  return port;
+}
+
+// echod on 127.0.0.1:port, its logs to `log` (errors only).
+pid_t StartEchod(const Args& args, int port, const std::string& log) {
+  const pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  std::vector<std::string> argv = {
+      args.echod,
+      absl::StrCat("--grpc_address=127.0.0.1:", port),
+      "--metrics_address=",
+      "--log_level=error",
+      "--profile_cache_dir=none",
+      absl::StrCat("--max_concurrent_requests=", args.max_concurrent_requests)};
+  std::vector<char*> raw;
+  for (std::string& arg : argv) raw.push_back(arg.data());
+  raw.push_back(nullptr);
+  if (std::freopen(log.c_str(), "w", stderr) == nullptr) _exit(126);
+  ::execv(raw[0], raw.data());
+  _exit(127);
+}
+
+int64_t ResidentBytes(pid_t pid) {
+  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6)) << 10;
+  }
+  return -1;
+}
+
+// Latencies and answers of one kind of call.
+struct Tally {
+  std::vector<double> seconds;
+  std::map<std::string, int64_t> codes;
+  void Add(const Tally& other) {
+    seconds.insert(seconds.end(), other.seconds.begin(), other.seconds.end());
+    for (const auto& [code, count] : other.codes) codes[code] += count;
+  }
+};
+
+double Percentile(std::vector<double>& sorted, double p) {
+  return sorted.empty() ? 0
+                        : sorted[static_cast<size_t>(p * (sorted.size() - 1))];
+}
+
+std::string CodeName(absl::StatusCode code) {
+  return code == absl::StatusCode::kOk ? "OK" : absl::StatusCodeToString(code);
 }
 
 }  // namespace
@@ -64,79 +142,144 @@ bool Parse(int argc, char** argv, Args& args) {
 int main(int argc, char** argv) {
   Args args;
   if (!Parse(argc, argv, args)) {
-    std::cerr << "usage: echo_server_load_bench [--graph FILE] [--threads N] "
-                 "[--seconds S] [--method plan|estimate] [--policy P]\n";
+    std::cerr << "usage: echo_server_load_bench [--echod PATH] [--graph FILE] "
+                 "[--threads N] [--seconds S] [--mix "
+                 "estimate,plan,fit,info,invalid] [--max_concurrent_requests "
+                 "N]\n";
     return 2;
   }
-  spdlog::set_level(spdlog::level::warn);
+  if (args.echod.empty()) {
+    const std::string self = argv[0];
+    args.echod = self.substr(0, self.rfind('/') + 1) + "echod";
+  }
   absl::StatusOr<echo::v1::Graph> graph =
       echo::adapter::LoadGraphFile(args.graph);
   if (!graph.ok()) {
     std::cerr << graph.status() << "\n";
     return 1;
   }
-  echo::server::ServerOptions options;
-  options.grpc_address = "127.0.0.1:0";
-  options.metrics_address = "";
-  options.max_concurrent_requests = 1024;
-  absl::StatusOr<std::unique_ptr<echo::server::EchoServer>> server =
-      echo::server::EchoServer::Start(options);
-  if (!server.ok()) {
-    std::cerr << server.status() << "\n";
-    return 1;
-  }
+  const int port = FreeLoopbackPort();
+  const std::string log =
+      absl::StrCat("/tmp/echo_load_bench.", ::getpid(), ".log");
+  const pid_t echod = StartEchod(args, port, log);
   echo::client::ClientOptions client_options;
-  client_options.server = absl::StrCat("127.0.0.1:", (*server)->grpc_port());
-
-  echo::v1::GenerateRecomputePlanRequest plan_request;
-  *plan_request.mutable_graph() = *graph;
-  echo::v1::RecomputePolicy policy;
-  std::string upper = args.policy;
-  for (char& c : upper) c = static_cast<char>(toupper(c));
-  if (!echo::v1::RecomputePolicy_Parse("RECOMPUTE_POLICY_" + upper, &policy)) {
-    std::cerr << "unknown policy " << args.policy << "\n";
-    return 2;
+  client_options.server = absl::StrCat("127.0.0.1:", port);
+  client_options.timeout_seconds = 60;
+  {
+    echo::client::PlannerClient probe(client_options);
+    const Clock::time_point start = Clock::now();
+    while (!probe.Health("").ok()) {
+      if (Clock::now() - start > std::chrono::seconds(20)) {
+        std::cerr << "echod did not start (" << args.echod << "; log " << log
+                  << ")\n";
+        ::kill(echod, SIGKILL);
+        return 1;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
   }
-  plan_request.set_policy(policy);
-  echo::v1::EstimateMemoryRequest estimate_request;
-  *estimate_request.mutable_graph() = *graph;
 
-  const int64_t rss_before = ResidentBytes();
-  std::atomic<int64_t> errors{0};
-  std::vector<std::vector<double>> latencies(args.threads);
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::duration<double>(args.seconds);
+  echo::v1::EstimateMemoryRequest estimate;
+  *estimate.mutable_graph() = *graph;
+  echo::v1::GenerateRecomputePlanRequest plan;
+  *plan.mutable_graph() = *graph;
+  plan.set_policy(echo::v1::RECOMPUTE_POLICY_AUTO);
+  echo::v1::CheckFitRequest fit;
+  *fit.mutable_graph() = *graph;
+  fit.mutable_device()->set_name("a100-40gb");
+  echo::v1::EstimateMemoryRequest invalid = estimate;
+  invalid.mutable_graph()->mutable_ops(0)->add_input_ids("no_such_tensor");
+
+  const int64_t rss_start = ResidentBytes(echod);
+  std::atomic<bool> done{false};
+  std::atomic<int64_t> calls{0};
+  std::vector<std::map<std::string, Tally>> tallies(args.threads);
+  const Clock::time_point start = Clock::now();
+  const Clock::time_point end =
+      start + std::chrono::duration_cast<Clock::duration>(
+                  std::chrono::duration<double>(args.seconds));
   std::vector<std::thread> threads;
   for (int t = 0; t < args.threads; ++t) {
     threads.emplace_back([&, t] {
       echo::client::PlannerClient client(client_options);
-      while (std::chrono::steady_clock::now() < deadline) {
-        const auto start = std::chrono::steady_clock::now();
-        const bool ok = args.method == "plan"
-                            ? client.GenerateRecomputePlan(plan_request).ok()
-                            : client.EstimateMemory(estimate_request).ok();
-        if (!ok) ++errors;
-        latencies[t].push_back(std::chrono::duration<double>(
-                                   std::chrono::steady_clock::now() - start)
-                                   .count());
+      for (size_t i = t; Clock::now() < end; ++i) {
+        const std::string& call = args.mix[i % args.mix.size()];
+        const Clock::time_point sent = Clock::now();
+        absl::Status status;
+        if (call == "estimate") {
+          status = client.EstimateMemory(estimate).status();
+        } else if (call == "plan") {
+          status = client.GenerateRecomputePlan(plan).status();
+        } else if (call == "fit") {
+          status = client.CheckFit(fit).status();
+        } else if (call == "info") {
+          status = client.GetNodeInfo().status();
+        } else {
+          status = client.EstimateMemory(invalid).status();
+        }
+        Tally& tally = tallies[t][call];
+        tally.seconds.push_back(
+            std::chrono::duration<double>(Clock::now() - sent).count());
+        ++tally.codes[CodeName(status.code())];
+        ++calls;
       }
     });
   }
+  // echod's RSS every second; a line every 10 s.
+  std::vector<std::pair<double, int64_t>> rss_series;
+  std::thread sampler([&] {
+    for (int second = 1; !done; ++second) {
+      std::this_thread::sleep_until(start + std::chrono::seconds(second));
+      if (done) break;
+      rss_series.push_back({static_cast<double>(second), ResidentBytes(echod)});
+      if (second % 10 == 0) {
+        std::cout << absl::StrFormat(
+                         "  t=%3d s  calls %8d  echod RSS %.1f MiB\n", second,
+                         calls.load(), rss_series.back().second / 1048576.0)
+                  << std::flush;
+      }
+    }
+  });
   for (std::thread& thread : threads) thread.join();
-  std::vector<double> all;
-  for (const auto& per_thread : latencies) {
-    all.insert(all.end(), per_thread.begin(), per_thread.end());
+  done = true;
+  sampler.join();
+  const double elapsed =
+      std::chrono::duration<double>(Clock::now() - start).count();
+  const int64_t rss_end = ResidentBytes(echod);
+  int64_t rss_peak = std::max(rss_start, rss_end);
+  for (const auto& [second, bytes] : rss_series) {
+    rss_peak = std::max(rss_peak, bytes);
   }
-  std::sort(all.begin(), all.end());
-  const auto percentile = [&](double p) {
-    return all.empty() ? 0.0 : all[static_cast<size_t>(p * (all.size() - 1))];
-  };
+  ::kill(echod, SIGTERM);
+  int wait_status = 0;
+  ::waitpid(echod, &wait_status, 0);
+
+  std::map<std::string, Tally> merged;
+  for (auto& per_thread : tallies) {
+    for (auto& [call, tally] : per_thread) merged[call].Add(tally);
+  }
   std::cout << absl::StrFormat(
-      "| %s %s | %d ops | %d threads | %.0f req/s | p50 %.2f ms | p99 %.2f ms "
-      "| errors %d | server+client RSS %.1f -> %.1f MiB |\n",
-      args.method, args.method == "plan" ? args.policy : "", graph->ops_size(),
-      args.threads, all.size() / args.seconds, percentile(0.5) * 1e3,
-      percentile(0.99) * 1e3, errors.load(), rss_before / 1048576.0,
-      ResidentBytes() / 1048576.0);
-  return errors.load() == 0 ? 0 : 1;
+      "%d threads, %.0f s, %s (%d ops): %d calls, %.1f calls/s\n", args.threads,
+      elapsed, args.graph, graph->ops_size(), calls.load(),
+      calls.load() / elapsed);
+  std::cout << "| call | calls | p50 ms | p99 ms | answers |\n|---|---|---|---|"
+               "---|\n";
+  for (auto& [call, tally] : merged) {
+    std::sort(tally.seconds.begin(), tally.seconds.end());
+    std::string codes;
+    for (const auto& [code, count] : tally.codes) {
+      absl::StrAppend(&codes, codes.empty() ? "" : ", ", code, " ", count);
+    }
+    std::cout << absl::StrFormat("| %s | %d | %.2f | %.2f | %s |\n", call,
+                                 tally.seconds.size(),
+                                 Percentile(tally.seconds, 0.5) * 1e3,
+                                 Percentile(tally.seconds, 0.99) * 1e3, codes);
+  }
+  std::cout << absl::StrFormat(
+      "echod RSS: %.1f MiB at start, %.1f MiB peak, %.1f MiB at end; exit "
+      "%s\n",
+      rss_start / 1048576.0, rss_peak / 1048576.0, rss_end / 1048576.0,
+      WIFEXITED(wait_status) ? absl::StrCat("status ", WEXITSTATUS(wait_status))
+                             : "by signal");
+  return WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0 ? 0 : 1;
 }

@@ -1,6 +1,10 @@
 // The worker pool that runs heavy RPCs off gRPC's callback threads.
 #include "server/worker_pool.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <future>
@@ -46,6 +50,17 @@ TEST(WorkerPoolTest, AFullQueueRefusesWithoutRunning) {
   release.set_value();
   while (ran < 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   EXPECT_EQ(ran, 2);
+}
+
+TEST(WorkerPoolTest, ThreadsRunAtALowerPriority) {
+  const int base = ::getpriority(PRIO_PROCESS, 0);
+  std::promise<int> nice;
+  WorkerPool pool(1, 1, 10);
+  ASSERT_TRUE(pool.TrySubmit([&] {
+    nice.set_value(::getpriority(PRIO_PROCESS, static_cast<id_t>(::gettid())));
+  }));
+  EXPECT_EQ(nice.get_future().get(), std::min(19, base + 10));
+  EXPECT_EQ(::getpriority(PRIO_PROCESS, 0), base);  // the caller's unchanged
 }
 
 }  // namespace

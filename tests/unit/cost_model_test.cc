@@ -441,5 +441,43 @@ TEST(CostModelCalibrationTest, FittedModelReproducesMeasurement) {
   EXPECT_NEAR(*AnalyticSeconds(g, 0, h100, fit.options), 4e-4, 1e-12);
 }
 
+TEST(CostModelWorkTest, GemmWhoseOperandsOverflowInt64HasNoShape) {
+  // m, n, k and batch each fit 32 bits; batch * m * k does not fit int64
+  // (the profiler's operand sizes overflowed).
+  const Attributes huge = {{"m", "2147483647"},
+                           {"n", "2147483647"},
+                           {"k", "2147483647"},
+                           {"batch", "2147483647"}};
+  Graph g = OneOp(OpClass::kGemm, "aten::bmm", {Sized("a", 8)}, {Sized("c", 8)},
+                  huge);
+  EXPECT_EQ(InferGemmShape(g, 0), std::nullopt);
+  Attributes fits = huge;
+  fits["batch"] = "1";
+  fits["k"] = "1024";
+  fits["n"] = "1024";
+  g = OneOp(OpClass::kGemm, "aten::bmm", {Sized("a", 8)}, {Sized("c", 8)},
+            fits);
+  ASSERT_TRUE(InferGemmShape(g, 0).has_value());
+  EXPECT_EQ(InferGemmShape(g, 0)->m, 2147483647);
+}
+
+TEST(CostModelWorkTest, ConvolutionBeyond32BitDimsHasNoShape) {
+  // A dilation of 2^62 overflowed the output size; a stride over 32 bits
+  // reached cuDNN truncated.
+  for (const char* attribute : {"dilation", "stride", "padding"}) {
+    Graph g = OneOp(
+        OpClass::kConv, "aten::convolution",
+        {Shaped("x", kF32, {1, 4, 10, 10}), Shaped("w", kF32, {8, 4, 3, 3})},
+        {Sized("y", 3200)}, {{attribute, "4611686018427387904"}});
+    EXPECT_EQ(InferConvShape(g, 0), std::nullopt) << attribute;
+  }
+  // A transposed convolution whose output would not fit int64 bytes.
+  Graph g = OneOp(
+      OpClass::kConv, "aten::convolution",
+      {Shaped("x", kF32, {1, 4, 2147483647}), Shaped("w", kF32, {4, 8, 3})},
+      {Sized("y", 8)}, {{"transposed", "true"}, {"stride", "2147483647"}});
+  EXPECT_EQ(InferConvShape(g, 0), std::nullopt);
+}
+
 }  // namespace
 }  // namespace echo::planner

@@ -1,0 +1,98 @@
+// echod's PlannerService in-process on 127.0.0.1:0, with health, metrics on
+// their own endpoint, and an optional fake GPU (any OpTimer), for tests that
+// need to control the GPU or send raw request bytes.
+#ifndef ECHO_TESTS_INTEGRATION_IN_PROCESS_ECHOD_H_
+#define ECHO_TESTS_INTEGRATION_IN_PROCESS_ECHOD_H_
+
+#include <chrono>
+#include <future>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "client/planner_client.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "http_get.h"
+#include "prometheus/exposer.h"
+#include "server/metrics.h"
+#include "server/planner_service.h"
+#include "server/profiler/node_profiler.h"
+#include "tests/unit/test_util.h"
+
+namespace echo::testing {
+
+class Echod {
+ public:
+  // timer nullptr: no GPU.
+  Echod(server::PlannerServiceOptions options,
+        std::unique_ptr<server::OpTimer> timer = nullptr)
+      : registry_(std::make_shared<prometheus::Registry>()),
+        metrics_(registry_),
+        exposer_("127.0.0.1:0") {
+    exposer_.RegisterCollectable(registry_);
+    server::NodeProfilerOptions profiler_options;
+    profiler_options.enable_profiling = timer != nullptr;
+    profiler_ = ValueOrFail(server::NodeProfiler::Create(
+        profiler_options, registry_.get(), std::move(timer)));
+    service_ = std::make_unique<server::PlannerService>(options, &metrics_,
+                                                        profiler_.get());
+    grpc::EnableDefaultHealthCheckService(true);
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                             &port_);
+    builder.SetMaxReceiveMessageSize(64 << 20);
+    builder.RegisterService(service_.get());
+    server_ = builder.BuildAndStart();
+    server_->GetHealthCheckService()->SetServingStatus(true);
+  }
+  ~Echod() {
+    server_->Shutdown(std::chrono::system_clock::now() +
+                      std::chrono::seconds(5));
+  }
+
+  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
+  client::PlannerClient Client(double timeout_seconds = 60) const {
+    client::ClientOptions options;
+    options.server = address();
+    options.timeout_seconds = timeout_seconds;
+    return client::PlannerClient(options);
+  }
+  std::string Metrics() const {
+    return HttpGet(
+        absl::StrCat("127.0.0.1:", exposer_.GetListeningPorts().front()),
+        "/metrics");
+  }
+
+  // Sends `bytes` as the request of `method` (e.g. "EstimateMemory"),
+  // bypassing the client's serialization.
+  grpc::Status RawCall(const std::string& method,
+                       const std::string& bytes) const {
+    grpc::GenericStub stub(
+        grpc::CreateChannel(address(), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::seconds(30));
+    grpc::Slice slice(bytes);
+    grpc::ByteBuffer request(&slice, 1), response;
+    std::promise<grpc::Status> done;
+    stub.UnaryCall(&context, absl::StrCat("/echo.v1.MemoryPlanner/", method),
+                   grpc::StubOptions(), &request, &response,
+                   [&done](grpc::Status status) { done.set_value(status); });
+    return done.get_future().get();
+  }
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  server::ServerMetrics metrics_;
+  prometheus::Exposer exposer_;
+  std::unique_ptr<server::NodeProfiler> profiler_;
+  std::unique_ptr<server::PlannerService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+};
+
+}  // namespace echo::testing
+
+#endif  // ECHO_TESTS_INTEGRATION_IN_PROCESS_ECHOD_H_
