@@ -24,8 +24,6 @@
 
 namespace echo::server {
 
-namespace {
-
 // The call's cancellation and deadline, for the planner's cooperative
 // checks: heavy work stops once the client is gone.
 planner::Interrupt InterruptFor(grpc::CallbackServerContext* context) {
@@ -46,8 +44,6 @@ bool NamesDevice(const v1::DeviceSpec& device) {
          device.peak_flops_size() > 0 ||
          device.memory_bandwidth_bytes_per_second() != 0;
 }
-
-}  // namespace
 
 PlannerService::PlannerService(PlannerServiceOptions options,
                                ServerMetrics* metrics, NodeProfiler* profiler)
@@ -193,6 +189,8 @@ grpc::ServerUnaryReactor* PlannerService::GenerateRecomputePlan(
         }
         adapter::FillPlanResponse(costed->graph, *plan, options.policy,
                                   response);
+        response->set_plan_fingerprint(
+            planner::PlanFingerprint(costed->graph, plan->schedule));
         response->set_cost_unit(costed->costs.unit);
         adapter::CostSourceSummaryToProto(costed->costs.Summary(),
                                           response->mutable_cost_sources());

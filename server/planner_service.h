@@ -17,6 +17,7 @@
 #include "echo/v1/planner.grpc.pb.h"
 #include "planner/cost_model.h"
 #include "planner/graph.h"
+#include "planner/recompute/plan.h"
 #include "server/metrics.h"
 #include "server/profiler/node_profiler.h"
 #include "server/worker_pool.h"
@@ -30,6 +31,12 @@ inline constexpr int64_t kDefaultMaxRequestBytes = int64_t{64} << 20;
 
 // Graphs with at least this many ops are planned on the worker pool.
 inline constexpr int kDefaultHeavyGraphOps = 1000;
+
+// The call's cancellation and deadline, for the planner's cooperative
+// checks: heavy work stops once the client is gone.
+planner::Interrupt InterruptFor(grpc::CallbackServerContext* context);
+// Whether a request's device field names a device at all.
+bool NamesDevice(const v1::DeviceSpec& device);
 
 struct PlannerServiceOptions {
   // Requests beyond this many in flight get RESOURCE_EXHAUSTED.
@@ -62,6 +69,15 @@ class PlannerService final : public v1::MemoryPlanner::CallbackService {
   grpc::ServerUnaryReactor* CheckFit(grpc::CallbackServerContext* context,
                                      const v1::CheckFitRequest* request,
                                      v1::CheckFitResponse* response) override;
+  // scheduler_handlers.cc
+  grpc::ServerUnaryReactor* FindMaxBatchSize(
+      grpc::CallbackServerContext* context,
+      const v1::FindMaxBatchSizeRequest* request,
+      v1::FindMaxBatchSizeResponse* response) override;
+  grpc::ServerUnaryReactor* GetMemoryFrontier(
+      grpc::CallbackServerContext* context,
+      const v1::GetMemoryFrontierRequest* request,
+      v1::GetMemoryFrontierResponse* response) override;
   grpc::ServerUnaryReactor* ProfileOps(
       grpc::CallbackServerContext* context,
       const v1::ProfileOpsRequest* request,
