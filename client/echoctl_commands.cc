@@ -292,16 +292,12 @@ int RunMaxBatch(PlannerClient& client, const EchoctlFlags& flags) {
     PrintJson(*response);
   } else {
     std::cout << absl::StrFormat(
-        "graph at batch %d on %s (%s usable):
-        "
-        "  without recomputation: %s
-        "
-        "  with recomputation:    %s
-        "
-        "  (%d plans in %.1f ms)
-        ",
-        response->graph_batch_size(),
-        flags.device, planner::HumanBytes(response->usable_bytes()),
+        "graph at batch %d on %s (%s usable):\n"
+        "  without recomputation: %s\n"
+        "  with recomputation:    %s\n"
+        "  (%d plans in %.1f ms)\n",
+        response->graph_batch_size(), flags.device,
+        planner::HumanBytes(response->usable_bytes()),
         DescribeBatchFit(response->without_recompute()),
         DescribeBatchFit(response->with_recompute()),
         response->plans_evaluated(), 1e3 * response->solve_time_seconds());
@@ -325,12 +321,12 @@ int RunFrontier(PlannerClient& client, const EchoctlFlags& flags) {
   }
   std::cout << absl::StrFormat(
       "plain peak %s, lower bound %s; %d Pareto points from %d plans in "
-      "%.1f ms
-      ",
+      "%.1f ms%s\n",
       planner::HumanBytes(response->baseline_peak_bytes()),
       planner::HumanBytes(response->peak_lower_bound_bytes()),
       response->points_size(), response->plans_evaluated(),
-      1e3 * response->solve_time_seconds());
+      1e3 * response->solve_time_seconds(),
+      response->truncated() ? " (time budget reached: sweep cut short)" : "");
   std::cout << absl::StrFormat("  %12s %14s %10s %20s  %s\n", "peak",
                                "extra compute", "recomputes",
                                "memory_limit_bytes", "plan");

@@ -66,7 +66,8 @@ absl::StatusOr<BatchScaler> BatchScaler::Create(const Graph& graph) {
     return absl::FailedPreconditionError(absl::StrCat(
         "graph '", graph.name(),
         "' has no batch dimension: set Graph.batch_size and Tensor.batch_dim "
-        "(echoctl import --batch_dim, or the PyTorch hook's export)"));
+        "(echoctl --batch_dim for Checkmate files, or the PyTorch hook's "
+        "export)"));
   }
   return BatchScaler(graph);
 }

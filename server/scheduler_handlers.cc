@@ -128,6 +128,9 @@ grpc::ServerUnaryReactor* PlannerService::GetMemoryFrontier(
           options.max_points = request->max_points();
         }
         options.max_recompute_depth = request->max_recompute_depth();
+        if (request->time_budget_seconds() != 0) {
+          options.time_budget_seconds = request->time_budget_seconds();
+        }
         options.interrupted = InterruptFor(context);
         // Refuse before converting: a graph over the limit is not planned.
         if (request->graph().ops_size() > options.max_ops) {
@@ -156,6 +159,7 @@ grpc::ServerUnaryReactor* PlannerService::GetMemoryFrontier(
           out->set_recompute_count(point.recompute_count);
         }
         response->set_plans_evaluated(frontier.plans_evaluated);
+        response->set_truncated(frontier.truncated);
         response->set_solve_time_seconds(SecondsSince(start));
         if (metrics_ != nullptr) {
           metrics_->RecordFrontier(static_cast<int>(frontier.points.size()),

@@ -1,7 +1,9 @@
 #include "planner/recompute/batch_search.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <deque>
 #include <map>
 
 #include "absl/status/status.h"
@@ -73,11 +75,12 @@ class MonotoneSearch {
     return probe;
   }
 
-  // The largest k in [lo, hi] that fits, given that lo does.
-  absl::StatusOr<int64_t> Largest(int64_t lo, int64_t hi) {
+  // The largest k in [lo, hi] that fits, given that lo does. `gallop`:
+  // probe lo + 1, 2, 4, ... first (when hi is a loose bound).
+  absl::StatusOr<int64_t> Largest(int64_t lo, int64_t hi, bool gallop) {
     int64_t good = lo;
     int64_t bad = hi + 1;
-    for (int64_t step = 1; good < hi;) {
+    for (int64_t step = 1; gallop && good < hi;) {
       const int64_t k = std::min(hi, good + step);
       ASSIGN_OR_RETURN(const Probe probe, At(k));
       if (!probe.fits) {
@@ -188,18 +191,37 @@ absl::StatusOr<MaxBatchResult> FindMaxBatchSize(
       },
       options.interrupted);
 
+  // No schedule fits above the largest batch whose lower bound fits (cheap
+  // and monotone): it bounds AUTO's bisection.
+  MonotoneSearch bound(
+      [&](int64_t k) -> absl::StatusOr<Probe> {
+        ASSIGN_OR_RETURN(const Graph* g, scaled(k));
+        Probe probe;
+        if (g == nullptr) return probe;
+        probe.peak_bytes = PeakLowerBound(*g, options.memory);
+        probe.fits = probe.peak_bytes <= usable;
+        return probe;
+      },
+      options.interrupted);
+
   std::optional<int64_t> plain_k;
   ASSIGN_OR_RETURN(const Probe first, plain.At(lo));
   if (first.fits) {
-    ASSIGN_OR_RETURN(plain_k, plain.Largest(lo, hi));
+    ASSIGN_OR_RETURN(plain_k, plain.Largest(lo, hi, /*gallop=*/true));
   }
-  // Where the plain schedule fits, so does AUTO at no extra compute: start
-  // above the plain answer.
+  ASSIGN_OR_RETURN(const Probe bound_first, bound.At(lo));
   std::optional<int64_t> auto_k;
-  const int64_t auto_lo = plain_k.value_or(lo);
-  ASSIGN_OR_RETURN(const Probe auto_first, with_recompute.At(auto_lo));
-  if (auto_first.fits) {
-    ASSIGN_OR_RETURN(auto_k, with_recompute.Largest(auto_lo, hi));
+  if (bound_first.fits) {
+    ASSIGN_OR_RETURN(const int64_t bound_k,
+                     bound.Largest(lo, hi, /*gallop=*/true));
+    // Where the plain schedule fits, so does AUTO at no extra compute:
+    // search above the plain answer.
+    const int64_t auto_lo = plain_k.value_or(lo);
+    ASSIGN_OR_RETURN(const Probe auto_first, with_recompute.At(auto_lo));
+    if (auto_first.fits) {
+      ASSIGN_OR_RETURN(auto_k, with_recompute.Largest(auto_lo, bound_k,
+                                                      /*gallop=*/false));
+    }
   }
   result.without_recompute = ToBatchFit(plain, plain_k, m);
   result.with_recompute = ToBatchFit(with_recompute, auto_k, m);
@@ -228,6 +250,10 @@ absl::StatusOr<MemoryFrontier> ComputeMemoryFrontier(
     return absl::InvalidArgumentError(
         absl::StrCat("max_points must be in [2, ", kMaxFrontierPoints,
                      "], got ", options.max_points));
+  }
+  if (!(options.time_budget_seconds >= 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "time_budget_seconds must be >= 0, got ", options.time_budget_seconds));
   }
   if (graph.num_ops() > options.max_ops) {
     return absl::ResourceExhaustedError(
@@ -265,20 +291,42 @@ absl::StatusOr<MemoryFrontier> ComputeMemoryFrontier(
     return plan;
   };
 
-  // The lowest peak AUTO reaches (asked for the lower bound), then that
-  // peak as a limit (the cheapest plan there), then the sweep between.
+  // The plain schedule (AUTO's answer at the plain peak: nothing to do);
+  // the lowest peak AUTO reaches (asked for the lower bound), then that
+  // peak as a limit (the cheapest plan there); then limits between, in
+  // bisection order (1/2, 1/4, 3/4, ...) so that a sweep cut short by the
+  // time budget still covers the range evenly.
+  const auto start = std::chrono::steady_clock::now();
+  const int64_t top = frontier.baseline_peak_bytes;
+  {
+    FrontierPoint plain;
+    plain.peak_bytes = top;
+    plain.memory_limit_bytes = top;
+    plain.plan_fingerprint = PlanFingerprint(graph, PlainSchedule(graph));
+    found.push_back(std::move(plain));
+  }
   ASSIGN_OR_RETURN(const RecomputePlan lowest,
                    plan_at(frontier.peak_lower_bound_bytes));
   const int64_t min_peak = lowest.planned_peak_bytes;
   if (!lowest.feasible) RETURN_IF_ERROR(plan_at(min_peak).status());
-  const int64_t top = frontier.baseline_peak_bytes;
-  RETURN_IF_ERROR(plan_at(top).status());
   const int32_t steps = options.max_points - 1;
-  for (int32_t i = 1; i < steps && min_peak < top; ++i) {
+  std::deque<std::pair<int32_t, int32_t>> intervals = {{0, steps}};
+  while (!intervals.empty() && min_peak < top) {
+    const auto [lo, hi] = intervals.front();
+    intervals.pop_front();
+    const int32_t mid = lo + (hi - lo) / 2;
+    if (mid == lo) continue;
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count() > options.time_budget_seconds) {
+      frontier.truncated = true;
+      break;
+    }
     const int64_t limit =
         min_peak +
-        static_cast<int64_t>(static_cast<double>(top - min_peak) * i / steps);
+        static_cast<int64_t>(static_cast<double>(top - min_peak) * mid / steps);
     RETURN_IF_ERROR(plan_at(limit).status());
+    intervals.push_back({lo, mid});
+    intervals.push_back({mid, hi});
   }
 
   // Pareto: by peak ascending (cost ascending on ties), keep a point when it

@@ -18,11 +18,11 @@
 // tests check the search against a scan of every batch on small graphs.
 //
 // MemoryFrontier runs AUTO at a sweep of memory limits from the plain peak
-// down to the smallest peak AUTO reaches and keeps the Pareto set of
-// (peak, extra compute). Each point carries the memory limit it was planned
-// at: GenerateRecomputePlan(AUTO, memory_limit_bytes = that limit) on the
-// same graph, costs and options returns the same plan, whose fingerprint
-// (PlanFingerprint, plan.h) is the point's.
+// down to the smallest peak AUTO reaches (in bisection order, within a time
+// budget) and keeps the Pareto set of (peak, extra compute). Each point carries
+// the memory limit it was planned at: GenerateRecomputePlan(AUTO,
+// memory_limit_bytes = that limit) on the same graph, costs and options returns
+// the same plan, whose fingerprint (PlanFingerprint, plan.h) is the point's.
 #ifndef ECHO_PLANNER_RECOMPUTE_BATCH_SEARCH_H_
 #define ECHO_PLANNER_RECOMPUTE_BATCH_SEARCH_H_
 
@@ -49,6 +49,9 @@ inline constexpr int32_t kMaxFrontierPoints = 64;
 // Larger graphs get RESOURCE_EXHAUSTED from MemoryFrontier (one AUTO plan
 // per point would take minutes).
 inline constexpr int32_t kDefaultFrontierMaxOps = 200000;
+// The sweep plans no further limits once this much time has passed (the
+// points found are exact; MemoryFrontier::truncated says so).
+inline constexpr double kDefaultFrontierTimeBudgetSeconds = 1.0;
 
 struct MaxBatchOptions {
   int64_t device_memory_bytes = 0;
@@ -92,6 +95,7 @@ absl::StatusOr<MaxBatchResult> FindMaxBatchSize(const Graph& graph,
 struct FrontierOptions {
   int32_t max_points = kDefaultFrontierPoints;  // 2..kMaxFrontierPoints
   int32_t max_ops = kDefaultFrontierMaxOps;
+  double time_budget_seconds = kDefaultFrontierTimeBudgetSeconds;
   int max_recompute_depth = 0;  // as RecomputePlanOptions
   MemoryModelOptions memory;
   Interrupt interrupted;
@@ -116,6 +120,8 @@ struct MemoryFrontier {
   // by extra compute ascending.
   std::vector<FrontierPoint> points;
   int32_t plans_evaluated = 0;
+  // The time budget cut the sweep short: fewer limits were planned.
+  bool truncated = false;
 };
 
 absl::StatusOr<MemoryFrontier> ComputeMemoryFrontier(

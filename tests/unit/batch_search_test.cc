@@ -195,6 +195,17 @@ TEST(BatchSearchTest, FrontierLimits) {
   options.max_points = 1;
   EXPECT_THAT(ComputeMemoryFrontier(graph, costs, options).status().message(),
               HasSubstr("max_points must be in [2, 64]"));
+  // No time: the plain point and the lowest peak only, marked truncated.
+  options = {};
+  options.time_budget_seconds = 0;
+  ASSERT_OK_AND_ASSIGN(const Graph scaled, WithBatchSize(graph, 10));
+  ASSERT_OK_AND_ASSIGN(
+      const MemoryFrontier cut,
+      ComputeMemoryFrontier(scaled, testing::RelativeCosts(scaled), options));
+  EXPECT_TRUE(cut.truncated);
+  EXPECT_LE(cut.plans_evaluated, 2);
+  ASSERT_GE(cut.points.size(), 1u);
+  EXPECT_EQ(cut.points.front().peak_bytes, 7004);
   options = {};
   options.interrupted = [] { return absl::CancelledError("gone"); };
   EXPECT_EQ(ComputeMemoryFrontier(graph, costs, options).status().code(),
