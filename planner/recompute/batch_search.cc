@@ -60,12 +60,17 @@ struct Probe {
 
 // Candidates are k * multiple_of for k in [lo, hi]. Given that `fits(lo)`
 // holds, the largest k with fits(k) under monotonicity: gallop up from lo,
-// then bisect. The probes are memoized in `seen`.
+// then narrow the bracket (good, bad). Peaks grow about linearly with the
+// batch, so a step interpolates where the peak crosses `usable` when the
+// bracket's peaks straddle it, then checks the neighbour on the other side
+// (k + 1 after a fit, k - 1 after a miss), then bisects once: at most three
+// times bisection's probes, one or two when peaks are linear. The probes
+// are memoized in `seen`.
 class MonotoneSearch {
  public:
   using Eval = std::function<absl::StatusOr<Probe>(int64_t k)>;
-  MonotoneSearch(Eval eval, const Interrupt& interrupted)
-      : eval_(std::move(eval)), interrupted_(interrupted) {}
+  MonotoneSearch(Eval eval, int64_t usable, const Interrupt& interrupted)
+      : eval_(std::move(eval)), usable_(usable), interrupted_(interrupted) {}
 
   absl::StatusOr<Probe> At(int64_t k) {
     if (auto it = seen_.find(k); it != seen_.end()) return it->second;
@@ -90,10 +95,29 @@ class MonotoneSearch {
       good = k;
       step = step > hi ? hi : step * 2;
     }
+    // Steps cycle: interpolate, check the neighbour, bisect (which halves
+    // the bracket), so that at most three probes go by per halving.
+    enum class Step { kInterpolate, kNeighbour, kBisect };
+    Step step = Step::kInterpolate;
+    int64_t last = good;
+    bool last_fit = true;
     while (bad - good > 1) {
-      const int64_t mid = good + (bad - good) / 2;
-      ASSIGN_OR_RETURN(const Probe probe, At(mid));
-      (probe.fits ? good : bad) = mid;
+      int64_t k = good + (bad - good) / 2;
+      Step next = Step::kInterpolate;
+      if (step == Step::kInterpolate) {
+        if (std::optional<int64_t> estimate = Interpolate(good, bad)) {
+          k = *estimate;
+          next = Step::kNeighbour;
+        }
+      } else if (step == Step::kNeighbour) {
+        k = last_fit ? last + 1 : last - 1;  // inside (good, bad)
+        next = Step::kBisect;
+      }
+      ASSIGN_OR_RETURN(const Probe probe, At(k));
+      (probe.fits ? good : bad) = k;
+      last = k;
+      last_fit = probe.fits;
+      step = next;
     }
     return good;
   }
@@ -101,7 +125,26 @@ class MonotoneSearch {
   const std::map<int64_t, Probe>& seen() const { return seen_; }
 
  private:
+  // Where the line through the bracket's peaks crosses usable_, strictly
+  // inside (good, bad); none when the peaks do not straddle it (e.g. a plan
+  // that misses on its overhead, not its peak).
+  std::optional<int64_t> Interpolate(int64_t good, int64_t bad) const {
+    auto g = seen_.find(good);
+    auto b = seen_.find(bad);
+    if (g == seen_.end() || b == seen_.end()) return std::nullopt;
+    const double low = static_cast<double>(g->second.peak_bytes);
+    const double high = static_cast<double>(b->second.peak_bytes);
+    const double target = static_cast<double>(usable_);
+    if (!(low <= target && target < high)) return std::nullopt;
+    const double k =
+        static_cast<double>(good) +
+        (target - low) / (high - low) * static_cast<double>(bad - good);
+    return std::clamp<int64_t>(static_cast<int64_t>(std::floor(k)), good + 1,
+                               bad - 1);
+  }
+
   Eval eval_;
+  int64_t usable_;
   const Interrupt& interrupted_;
   std::map<int64_t, Probe> seen_;
 };
@@ -162,7 +205,7 @@ absl::StatusOr<MaxBatchResult> FindMaxBatchSize(
         probe.fits = probe.peak_bytes <= usable;
         return probe;
       },
-      options.interrupted);
+      usable, options.interrupted);
   MonotoneSearch with_recompute(
       [&](int64_t k) -> absl::StatusOr<Probe> {
         ASSIGN_OR_RETURN(const Graph* g, scaled(k));
@@ -189,7 +232,7 @@ absl::StatusOr<MaxBatchResult> FindMaxBatchSize(
             plan.recompute_overhead_ratio <= ratio * (1 + kBudgetSlack);
         return probe;
       },
-      options.interrupted);
+      usable, options.interrupted);
 
   // No schedule fits above the largest batch whose lower bound fits (cheap
   // and monotone): it bounds AUTO's bisection.
@@ -202,7 +245,7 @@ absl::StatusOr<MaxBatchResult> FindMaxBatchSize(
         probe.fits = probe.peak_bytes <= usable;
         return probe;
       },
-      options.interrupted);
+      usable, options.interrupted);
 
   std::optional<int64_t> plain_k;
   ASSIGN_OR_RETURN(const Probe first, plain.At(lo));
