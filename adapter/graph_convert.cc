@@ -147,6 +147,7 @@ v1::TensorRole RoleToProto(planner::TensorRole role) {
 
 absl::StatusOr<planner::Graph> GraphFromProto(const v1::Graph& proto) {
   planner::GraphBuilder builder(proto.name());
+  builder.SetBatchSize(proto.batch_size());
   for (const auto& [key, value] : proto.metadata()) {
     builder.SetMetadata(key, value);
   }
@@ -171,6 +172,7 @@ absl::StatusOr<planner::Graph> GraphFromProto(const v1::Graph& proto) {
     spec.role_set = tensor.role() != v1::TENSOR_ROLE_UNSPECIFIED;
     spec.role = RoleFromProto(tensor.role());
     spec.is_output = tensor.is_output();
+    spec.batch_dim = tensor.has_batch_dim() ? tensor.batch_dim() : -1;
     builder.AddTensor(std::move(spec));
   }
   for (const v1::Op& op : proto.ops()) {
@@ -218,6 +220,7 @@ absl::StatusOr<v1::Graph> GraphSpecsToProto(
     const planner::GraphBuilder& specs) {
   v1::Graph proto;
   proto.set_name(specs.name());
+  proto.set_batch_size(specs.batch_size());
   for (const auto& [key, value] : specs.metadata()) {
     (*proto.mutable_metadata())[key] = value;
   }
@@ -233,6 +236,7 @@ absl::StatusOr<v1::Graph> GraphSpecsToProto(
     }
     if (tensor.role_set) out->set_role(RoleToProto(tensor.role));
     out->set_is_output(tensor.is_output);
+    if (tensor.batch_dim >= 0) out->set_batch_dim(tensor.batch_dim);
     by_id.emplace(tensor.id, out);
   }
   for (const std::string& id : specs.output_ids()) {

@@ -59,7 +59,8 @@ absl::StatusOr<v1::Graph> FromSpecs(
 
 absl::StatusOr<v1::Graph> ParseGraph(const std::string& content,
                                      GraphFormat format,
-                                     absl::string_view name_for_errors) {
+                                     absl::string_view name_for_errors,
+                                     int64_t checkmate_batch_size) {
   const auto fail = [&](absl::string_view what) {
     return absl::InvalidArgumentError(
         absl::StrCat(name_for_errors, ": ", what));
@@ -70,8 +71,17 @@ absl::StatusOr<v1::Graph> ParseGraph(const std::string& content,
   v1::Graph graph;
   switch (format) {
     case GraphFormat::kCheckmate: {
+      planner::CheckmateImportOptions options;
+      options.batch_size = checkmate_batch_size;
+      if (checkmate_batch_size == planner::kCheckmateBatchFromName) {
+        const absl::string_view file =
+            name_for_errors.substr(name_for_errors.find_last_of('/') + 1);
+        if (const int64_t batch = planner::CheckmateBatchFromName(file)) {
+          options.batch_size = batch;
+        }
+      }
       absl::StatusOr<v1::Graph> result =
-          FromSpecs(planner::ImportCheckmateSpecs(content));
+          FromSpecs(planner::ImportCheckmateSpecs(content, options));
       if (!result.ok()) return fail(result.status().message());
       return result;
     }
@@ -107,12 +117,13 @@ absl::StatusOr<v1::Graph> ParseGraph(const std::string& content,
 }
 
 absl::StatusOr<v1::Graph> LoadGraphFile(const std::string& path,
-                                        GraphFormat format) {
+                                        GraphFormat format,
+                                        int64_t checkmate_batch_size) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
   std::stringstream buffer;
   buffer << in.rdbuf();
-  return ParseGraph(buffer.str(), format, path);
+  return ParseGraph(buffer.str(), format, path, checkmate_batch_size);
 }
 
 }  // namespace echo::adapter

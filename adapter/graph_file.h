@@ -7,6 +7,7 @@
 #ifndef ECHO_ADAPTER_GRAPH_FILE_H_
 #define ECHO_ADAPTER_GRAPH_FILE_H_
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -26,13 +27,19 @@ enum class GraphFormat {
 
 absl::StatusOr<GraphFormat> ParseGraphFormat(absl::string_view name);
 
-absl::StatusOr<v1::Graph> LoadGraphFile(
-    const std::string& path, GraphFormat format = GraphFormat::kAuto);
+// Checkmate files: 0 no batch dimension; > 0 the graph's batch size;
+// planner::kCheckmateBatchFromName (-1) from the file name ("_b256"), else
+// from the graph's name (planner/checkmate_import.h). Other formats carry
+// their own batch dimension and ignore it.
+absl::StatusOr<v1::Graph> LoadGraphFile(const std::string& path,
+                                        GraphFormat format = GraphFormat::kAuto,
+                                        int64_t checkmate_batch_size = 0);
 
 // The same, from bytes already read.
 absl::StatusOr<v1::Graph> ParseGraph(const std::string& content,
                                      GraphFormat format,
-                                     absl::string_view name_for_errors);
+                                     absl::string_view name_for_errors,
+                                     int64_t checkmate_batch_size = 0);
 
 }  // namespace echo::adapter
 

@@ -28,7 +28,8 @@ bool LoadGraph(const EchoctlFlags& flags, v1::Graph* graph) {
   absl::StatusOr<adapter::GraphFormat> format =
       adapter::ParseGraphFormat(flags.format);
   absl::StatusOr<v1::Graph> loaded =
-      format.ok() ? adapter::LoadGraphFile(flags.graph, *format)
+      format.ok() ? adapter::LoadGraphFile(flags.graph, *format,
+                                           flags.checkmate_batch_size)
                   : absl::StatusOr<v1::Graph>(format.status());
   if (!loaded.ok()) {
     std::cerr << "echoctl: " << loaded.status().message() << "\n";
@@ -260,6 +261,86 @@ int RunNodeInfo(PlannerClient& client, const EchoctlFlags& flags) {
     std::cout << " " << device.name();
   }
   std::cout << "\n";
+  return 0;
+}
+
+namespace {
+
+std::string DescribeBatchFit(const v1::BatchSizeFit& fit) {
+  if (!fit.found()) return "none fits";
+  return absl::StrFormat("batch %d, peak %s, %.2f%% extra compute",
+                         fit.batch_size(),
+                         planner::HumanBytes(fit.peak_bytes()),
+                         100 * fit.recompute_overhead_ratio());
+}
+
+}  // namespace
+
+int RunMaxBatch(PlannerClient& client, const EchoctlFlags& flags) {
+  v1::FindMaxBatchSizeRequest request;
+  if (!LoadGraph(flags, request.mutable_graph())) return 1;
+  request.mutable_device()->set_name(flags.device);
+  request.mutable_allocator()->set_rounding_bytes(
+      flags.allocator_rounding_bytes);
+  if (flags.max_overhead_ratio) {
+    request.set_max_overhead_ratio(*flags.max_overhead_ratio);
+  }
+  request.set_reserved_bytes(flags.reserved_bytes);
+  request.set_min_batch_size(flags.min_batch);
+  request.set_max_batch_size(flags.max_batch);
+  request.set_multiple_of(flags.multiple_of);
+  absl::StatusOr<v1::FindMaxBatchSizeResponse> response =
+      client.FindMaxBatchSize(request);
+  if (!response.ok()) return RpcError(response.status());
+  if (flags.json_output) {
+    PrintJson(*response);
+  } else {
+    std::cout << absl::StrFormat(
+        "graph at batch %d on %s (%s usable):\n"
+        "  without recomputation: %s\n"
+        "  with recomputation:    %s\n"
+        "  (%d plans in %.1f ms)\n",
+        response->graph_batch_size(), flags.device,
+        planner::HumanBytes(response->usable_bytes()),
+        DescribeBatchFit(response->without_recompute()),
+        DescribeBatchFit(response->with_recompute()),
+        response->plans_evaluated(), 1e3 * response->solve_time_seconds());
+  }
+  return response->with_recompute().found() ? 0 : 3;
+}
+
+int RunFrontier(PlannerClient& client, const EchoctlFlags& flags) {
+  v1::GetMemoryFrontierRequest request;
+  if (!LoadGraph(flags, request.mutable_graph())) return 1;
+  if (!flags.device.empty()) request.mutable_device()->set_name(flags.device);
+  request.mutable_allocator()->set_rounding_bytes(
+      flags.allocator_rounding_bytes);
+  request.set_max_points(flags.max_points);
+  absl::StatusOr<v1::GetMemoryFrontierResponse> response =
+      client.GetMemoryFrontier(request);
+  if (!response.ok()) return RpcError(response.status());
+  if (flags.json_output) {
+    PrintJson(*response);
+    return 0;
+  }
+  std::cout << absl::StrFormat(
+      "plain peak %s, lower bound %s; %d Pareto points from %d plans in "
+      "%.1f ms%s\n",
+      planner::HumanBytes(response->baseline_peak_bytes()),
+      planner::HumanBytes(response->peak_lower_bound_bytes()),
+      response->points_size(), response->plans_evaluated(),
+      1e3 * response->solve_time_seconds(),
+      response->truncated() ? " (time budget reached: sweep cut short)" : "");
+  std::cout << absl::StrFormat("  %12s %14s %10s %20s  %s\n", "peak",
+                               "extra compute", "recomputes",
+                               "memory_limit_bytes", "plan");
+  for (const v1::FrontierPoint& point : response->points()) {
+    std::cout << absl::StrFormat(
+        "  %12s %13.2f%% %10d %20d  %s\n",
+        planner::HumanBytes(point.peak_bytes()),
+        100 * point.recompute_overhead_ratio(), point.recompute_count(),
+        point.memory_limit_bytes(), point.plan_fingerprint());
+  }
   return 0;
 }
 

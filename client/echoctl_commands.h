@@ -29,6 +29,15 @@ struct EchoctlFlags {
   int64_t allocator_rounding_bytes = 0;
   int32_t live_tensors = 10;
   bool force = false;
+  // Checkmate files: the batch dimension (adapter/graph_file.h).
+  int64_t checkmate_batch_size = 0;
+  // max-batch
+  int64_t reserved_bytes = 0;
+  int64_t min_batch = 0;
+  int64_t max_batch = 0;
+  int64_t multiple_of = 0;
+  // frontier
+  int32_t max_points = 0;
 };
 
 int RunHealth(PlannerClient& client);
@@ -36,6 +45,9 @@ int RunEstimate(PlannerClient& client, const EchoctlFlags& flags);
 int RunPlan(PlannerClient& client, const EchoctlFlags& flags);
 int RunFit(PlannerClient& client, const EchoctlFlags& flags);
 int RunProfile(PlannerClient& client, const EchoctlFlags& flags);
+// Exit 3 when no batch fits even with recomputation.
+int RunMaxBatch(PlannerClient& client, const EchoctlFlags& flags);
+int RunFrontier(PlannerClient& client, const EchoctlFlags& flags);
 int RunNodeInfo(PlannerClient& client, const EchoctlFlags& flags);
 
 }  // namespace echo::client

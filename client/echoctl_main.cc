@@ -9,7 +9,15 @@
 //   echoctl plan --graph G [--policy P] [--memory_limit_bytes N |
 //                --max_overhead_ratio R] [--device NAME] [--objective O]
 //   echoctl fit --graph G --device NAME [--max_overhead_ratio R]
+//   echoctl max-batch --graph G --device NAME [--max_overhead_ratio R]
+//                     [--reserved_bytes N] [--min_batch N] [--max_batch N]
+//                     [--multiple_of N]
+//   echoctl frontier --graph G [--device NAME] [--max_points N]
 //   echoctl profile --graph G [--force]
+//
+// Every --graph command takes --batch_dim auto|N for Checkmate files: the
+// graph's batch size (auto: from the file name, e.g. _b256), every node's
+// size proportional to it.
 //   echoctl node-info
 //
 // Flags are parsed by CLI11: `echoctl CMD --help` lists a command's flags;
@@ -73,6 +81,12 @@ void AddGraphFlags(CLI::App* command, EchoctlFlags& flags) {
                    "graph format: auto, checkmate, json, binary, textproto, "
                    "text")
       ->capture_default_str();
+  command
+      ->add_option("--batch_dim", flags.checkmate_batch_size,
+                   "Checkmate files: mark the batch dimension at this batch "
+                   "size (auto: from the file name, e.g. _b256)")
+      ->transform(CLI::Transformer({{"auto", "-1"}}))
+      ->check(CLI::Range(int64_t{-1}, int64_t{1} << 40));
 }
 
 void AddRoundingFlag(CLI::App* command, EchoctlFlags& flags) {
@@ -190,6 +204,41 @@ int main(int argc, char** argv) {
   fit_ratio_option = AddOverheadFlag(fit, overhead_ratio);
   AddRoundingFlag(fit, flags);
 
+  CLI::App* max_batch = app.add_subcommand(
+      "max-batch",
+      "the largest batch that fits a device, without and with recomputation "
+      "(exit 3 when none fits)");
+  AddGraphFlags(max_batch, flags);
+  max_batch->add_option("--device", flags.device, "device catalog name")
+      ->required();
+  CLI::Option* batch_ratio_option = AddOverheadFlag(max_batch, overhead_ratio);
+  max_batch
+      ->add_option("--reserved_bytes", flags.reserved_bytes,
+                   "bytes kept for the framework (CUDA context, ...)")
+      ->transform(kByteSize);
+  max_batch->add_option("--min_batch", flags.min_batch, "smallest batch (1)")
+      ->check(CLI::PositiveNumber);
+  max_batch
+      ->add_option("--max_batch", flags.max_batch,
+                   "largest batch to consider (default: no bound)")
+      ->check(CLI::PositiveNumber);
+  max_batch
+      ->add_option("--multiple_of", flags.multiple_of,
+                   "only batches that are multiples of this")
+      ->check(CLI::PositiveNumber);
+  AddRoundingFlag(max_batch, flags);
+
+  CLI::App* frontier = app.add_subcommand(
+      "frontier", "the Pareto set of (peak, extra compute) of AUTO plans");
+  AddGraphFlags(frontier, flags);
+  frontier->add_option("--device", flags.device,
+                       "device catalog name: costs in seconds on it");
+  frontier
+      ->add_option("--max_points", flags.max_points,
+                   "memory limits to sweep (default 12, at most 64)")
+      ->check(CLI::Range(2, 64));
+  AddRoundingFlag(frontier, flags);
+
   CLI::App* profile =
       app.add_subcommand("profile", "time the graph's ops on the server's GPU");
   AddGraphFlags(profile, flags);
@@ -223,7 +272,9 @@ int main(int argc, char** argv) {
   if (memory_limit_option->count() > 0) {
     flags.memory_limit_bytes = memory_limit_bytes;
   }
-  if (plan_ratio_option->count() + fit_ratio_option->count() > 0) {
+  if (plan_ratio_option->count() + fit_ratio_option->count() +
+          batch_ratio_option->count() >
+      0) {
     flags.max_overhead_ratio = overhead_ratio;
   }
   if (absl::Status loaded =
@@ -237,9 +288,12 @@ int main(int argc, char** argv) {
   if (estimate->parsed()) return echo::client::RunEstimate(client, flags);
   if (plan->parsed()) return echo::client::RunPlan(client, flags);
   if (fit->parsed()) return echo::client::RunFit(client, flags);
+  if (max_batch->parsed()) return echo::client::RunMaxBatch(client, flags);
+  if (frontier->parsed()) return echo::client::RunFrontier(client, flags);
   if (profile->parsed()) return echo::client::RunProfile(client, flags);
   if (node_info->parsed()) return echo::client::RunNodeInfo(client, flags);
   std::cerr << "echoctl: no command given (health, estimate, plan, fit, "
-               "profile, node-info; see echoctl --help)\n";
+               "max-batch, frontier, profile, node-info; see echoctl "
+               "--help)\n";
   return kUsageExitCode;
 }

@@ -131,6 +131,10 @@ ECHO_CLIENT_UNARY(EstimateMemory, EstimateMemoryRequest, EstimateMemoryResponse)
 ECHO_CLIENT_UNARY(GenerateRecomputePlan, GenerateRecomputePlanRequest,
                   GenerateRecomputePlanResponse)
 ECHO_CLIENT_UNARY(CheckFit, CheckFitRequest, CheckFitResponse)
+ECHO_CLIENT_UNARY(FindMaxBatchSize, FindMaxBatchSizeRequest,
+                  FindMaxBatchSizeResponse)
+ECHO_CLIENT_UNARY(GetMemoryFrontier, GetMemoryFrontierRequest,
+                  GetMemoryFrontierResponse)
 ECHO_CLIENT_UNARY(ProfileOps, ProfileOpsRequest, ProfileOpsResponse)
 #undef ECHO_CLIENT_UNARY
 

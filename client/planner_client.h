@@ -56,6 +56,10 @@ class PlannerClient {
       const v1::GenerateRecomputePlanRequest& request);
   absl::StatusOr<v1::CheckFitResponse> CheckFit(
       const v1::CheckFitRequest& request);
+  absl::StatusOr<v1::FindMaxBatchSizeResponse> FindMaxBatchSize(
+      const v1::FindMaxBatchSizeRequest& request);
+  absl::StatusOr<v1::GetMemoryFrontierResponse> GetMemoryFrontier(
+      const v1::GetMemoryFrontierRequest& request);
   absl::StatusOr<v1::ProfileOpsResponse> ProfileOps(
       const v1::ProfileOpsRequest& request);
   absl::StatusOr<v1::GetNodeInfoResponse> GetNodeInfo();

@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -84,7 +85,29 @@ absl::StatusOr<int64_t> IntField(const nlohmann::json& object,
 
 }  // namespace
 
-absl::StatusOr<GraphBuilder> ImportCheckmateSpecs(absl::string_view json_text) {
+int64_t CheckmateBatchFromName(absl::string_view name) {
+  // "_b<digits>" (file names), else "_<digits>_" (Checkmate's graph names).
+  for (const absl::string_view prefix : {"_b", "_"}) {
+    for (size_t at = name.find(prefix); at != absl::string_view::npos;
+         at = name.find(prefix, at + 1)) {
+      size_t end = at + prefix.size();
+      while (end < name.size() && absl::ascii_isdigit(name[end])) ++end;
+      const absl::string_view digits =
+          name.substr(at + prefix.size(), end - at - prefix.size());
+      const bool closed = prefix == absl::string_view("_b") ||
+                          (end < name.size() && name[end] == '_');
+      int64_t batch = 0;
+      if (!digits.empty() && closed && absl::SimpleAtoi(digits, &batch) &&
+          batch > 0) {
+        return batch;
+      }
+    }
+  }
+  return 0;
+}
+
+absl::StatusOr<GraphBuilder> ImportCheckmateSpecs(
+    absl::string_view json_text, const CheckmateImportOptions& options) {
   nlohmann::json doc = nlohmann::json::parse(json_text, nullptr,
                                              /*allow_exceptions=*/false);
   if (doc.is_discarded()) return JsonError("not valid JSON");
@@ -148,12 +171,25 @@ absl::StatusOr<GraphBuilder> ImportCheckmateSpecs(absl::string_view json_text) {
     builder.SetName(doc["graph"]["name"].get<std::string>());
   }
   builder.SetMetadata("source_format", "checkmate");
+  int64_t batch_size = options.batch_size;
+  if (batch_size == kCheckmateBatchFromName) {
+    batch_size = CheckmateBatchFromName(builder.name());
+    if (batch_size == 0) {
+      return JsonError(absl::StrCat("graph name '", builder.name(),
+                                    "' carries no batch size (_b<N> or "
+                                    "_<N>_); give the batch explicitly"));
+    }
+  } else if (batch_size < 0) {
+    return JsonError(absl::StrCat("batch size must be >= 0, got ", batch_size));
+  }
+  builder.SetBatchSize(batch_size);
   for (int64_t id = 0; id < n; ++id) {
     Node& node = by_id[id];
     TensorSpec tensor;
     tensor.id = absl::StrCat(id);
     tensor.name = node.name;
     tensor.size_bytes = node.bytes;
+    if (batch_size > 0) tensor.batch_dim = 0;
     builder.AddTensor(std::move(tensor));
     OpSpec op;
     op.id = absl::StrCat(id);
@@ -172,8 +208,10 @@ absl::StatusOr<GraphBuilder> ImportCheckmateSpecs(absl::string_view json_text) {
   return builder;
 }
 
-absl::StatusOr<Graph> ImportCheckmateJson(absl::string_view json_text) {
-  ASSIGN_OR_RETURN(GraphBuilder builder, ImportCheckmateSpecs(json_text));
+absl::StatusOr<Graph> ImportCheckmateJson(
+    absl::string_view json_text, const CheckmateImportOptions& options) {
+  ASSIGN_OR_RETURN(GraphBuilder builder,
+                   ImportCheckmateSpecs(json_text, options));
   return std::move(builder).Build();
 }
 

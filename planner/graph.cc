@@ -173,6 +173,51 @@ absl::StatusOr<int64_t> SizeFromShape(const TensorSpec& spec) {
   return bytes;
 }
 
+// A tensor's batch_dim against the graph's batch_size (graph.proto).
+absl::Status CheckBatchDim(const TensorSpec& spec, int64_t batch_size) {
+  if (spec.batch_dim == -1) return absl::OkStatus();
+  if (spec.batch_dim < -1) {
+    return TensorError(spec.id,
+                       absl::StrCat("batch_dim ", spec.batch_dim,
+                                    " is negative (-1 or absent: no batch)"));
+  }
+  if (batch_size == 0) {
+    return TensorError(spec.id,
+                       absl::StrCat("marks batch_dim ", spec.batch_dim,
+                                    " but the graph has no batch_size"));
+  }
+  if (IsPersistentRole(spec.role) && spec.role_set) {
+    return TensorError(spec.id,
+                       absl::StrCat("is a ", TensorRoleName(spec.role),
+                                    " and marks batch_dim ", spec.batch_dim,
+                                    "; parameters and optimizer state do not "
+                                    "scale with the batch"));
+  }
+  if (spec.shape.empty()) {
+    if (spec.batch_dim != 0) {
+      return TensorError(
+          spec.id, absl::StrCat("has no shape; its batch_dim must be 0 (size "
+                                "proportional to the batch), got ",
+                                spec.batch_dim));
+    }
+    return absl::OkStatus();
+  }
+  if (static_cast<size_t>(spec.batch_dim) >= spec.shape.size()) {
+    return TensorError(
+        spec.id,
+        absl::StrCat("batch_dim ", spec.batch_dim, " is outside its shape [",
+                     absl::StrJoin(spec.shape, ","), "]"));
+  }
+  if (spec.shape[spec.batch_dim] != batch_size) {
+    return TensorError(
+        spec.id, absl::StrCat("batch_dim ", spec.batch_dim, " of shape [",
+                              absl::StrJoin(spec.shape, ","), "] is ",
+                              spec.shape[spec.batch_dim],
+                              ", not the graph's batch_size ", batch_size));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<Graph> GraphBuilder::Build() && {
@@ -184,6 +229,11 @@ absl::StatusOr<Graph> GraphBuilder::Build() && {
   if (ops_.empty()) {
     return absl::InvalidArgumentError("graph has no ops");
   }
+  if (batch_size_ < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("graph batch_size is negative: ", batch_size_));
+  }
+  graph.batch_size_ = batch_size_;
 
   graph.tensors_.reserve(tensors_.size());
   graph.tensor_index_.reserve(tensors_.size());
@@ -206,6 +256,7 @@ absl::StatusOr<Graph> GraphBuilder::Build() && {
             absl::StrCat("negative dimension ", spec.shape[i], " at axis ", i));
       }
     }
+    RETURN_IF_ERROR(CheckBatchDim(spec, batch_size_));
     int64_t size_bytes = spec.size_bytes;
     if (size_bytes < 0) {
       if (spec.size_bytes != -1) {
@@ -222,6 +273,7 @@ absl::StatusOr<Graph> GraphBuilder::Build() && {
     tensor.size_bytes = size_bytes;
     tensor.role = spec.role;
     tensor.is_output = spec.is_output;
+    tensor.batch_dim = spec.batch_dim;
     role_set.push_back(spec.role_set);
     graph.tensors_.push_back(std::move(tensor));
   }

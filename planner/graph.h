@@ -80,6 +80,10 @@ struct Tensor {
   int64_t size_bytes = 0;
   TensorRole role = TensorRole::kActivation;
   bool is_output = false;
+  // The axis of `shape` that is the batch (Graph::batch_size), or -1 when
+  // the tensor does not scale with the batch. A tensor without a shape
+  // marks 0: its size_bytes is proportional to the batch (batch.h).
+  int32_t batch_dim = -1;
   // Filled by GraphBuilder.
   OpIndex producer = kNoOp;
   std::vector<OpIndex> readers;  // ascending, each op once
@@ -120,6 +124,9 @@ class Graph {
   const std::map<std::string, std::string>& metadata() const {
     return metadata_;
   }
+  // The batch the graph's sizes are given at; 0 when it has no batch
+  // dimension (no tensor marks batch_dim).
+  int64_t batch_size() const { return batch_size_; }
 
   // -1 when absent.
   TensorIndex FindTensor(absl::string_view id) const;
@@ -132,7 +139,9 @@ class Graph {
 
  private:
   friend class GraphBuilder;
+  friend class BatchScaler;  // batch.h: rewrites sizes in place
   std::string name_;
+  int64_t batch_size_ = 0;
   std::vector<Tensor> tensors_;
   std::vector<Op> ops_;
   std::map<std::string, std::string> metadata_;
@@ -152,6 +161,8 @@ struct TensorSpec {
   bool role_set = false;
   TensorRole role = TensorRole::kActivation;
   bool is_output = false;
+  // As Tensor::batch_dim.
+  int32_t batch_dim = -1;
 };
 
 struct OpSpec {
@@ -181,6 +192,9 @@ class GraphBuilder {
   void SetName(std::string name) { name_ = std::move(name); }
   void AddTensor(TensorSpec spec) { tensors_.push_back(std::move(spec)); }
   void AddOp(OpSpec spec) { ops_.push_back(std::move(spec)); }
+  // 0: no batch dimension. Build checks every tensor's batch_dim against it.
+  void SetBatchSize(int64_t batch_size) { batch_size_ = batch_size; }
+  int64_t batch_size() const { return batch_size_; }
   void SetMetadata(std::string key, std::string value) {
     metadata_[std::move(key)] = std::move(value);
   }
@@ -203,6 +217,7 @@ class GraphBuilder {
  private:
   std::vector<std::string> output_ids_;
   std::string name_;
+  int64_t batch_size_ = 0;
   std::vector<TensorSpec> tensors_;
   std::vector<OpSpec> ops_;
   std::map<std::string, std::string> metadata_;

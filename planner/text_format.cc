@@ -80,13 +80,29 @@ absl::StatusOr<DType> ParseDType(absl::string_view name) {
 
 namespace {
 
-// "1024" or "f32[2,3]" into a spec's size or dtype+shape.
-absl::Status ParseSize(absl::string_view text, TensorSpec& spec) {
+// "1024" or "f32[2,3]" into a spec's size or dtype+shape. A dimension "B"
+// is the batch dimension at the graph's batch size, and "1024*B" a shapeless
+// size of 1024 bytes per sample (both need an earlier "batch" line).
+absl::Status ParseSize(absl::string_view text, int64_t batch_size,
+                       TensorSpec& spec) {
+  auto mark_batch = [&](int32_t dim) -> absl::Status {
+    if (batch_size <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tensor '", spec.id, "' uses B before a 'batch <size>' line"));
+    }
+    spec.batch_dim = dim;
+    return absl::OkStatus();
+  };
   const size_t bracket = text.find('[');
   if (bracket == absl::string_view::npos) {
+    const bool per_sample = absl::ConsumeSuffix(&text, "*B");
     if (!absl::SimpleAtoi(text, &spec.size_bytes) || spec.size_bytes < 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("bad size '", text, "' for tensor '", spec.id, "'"));
+    }
+    if (per_sample) {
+      RETURN_IF_ERROR(mark_batch(0));
+      spec.size_bytes *= batch_size;
     }
     return absl::OkStatus();
   }
@@ -100,7 +116,10 @@ absl::Status ParseSize(absl::string_view text, TensorSpec& spec) {
   if (!dims.empty()) {
     for (absl::string_view dim : absl::StrSplit(dims, ',')) {
       int64_t value;
-      if (!absl::SimpleAtoi(dim, &value)) {
+      if (dim == "B") {
+        RETURN_IF_ERROR(mark_batch(static_cast<int32_t>(spec.shape.size())));
+        value = batch_size;
+      } else if (!absl::SimpleAtoi(dim, &value)) {
         return absl::InvalidArgumentError(absl::StrCat(
             "bad dimension '", dim, "' for tensor '", spec.id, "'"));
       }
@@ -127,7 +146,7 @@ absl::Status ParseTensorLine(const std::vector<absl::string_view>& words,
   }
   TensorSpec spec;
   spec.id = std::string(words[1]);
-  RETURN_IF_ERROR(ParseSize(words[2], spec));
+  RETURN_IF_ERROR(ParseSize(words[2], builder.batch_size(), spec));
   for (size_t i = 3; i < words.size(); ++i) {
     if (words[i] == "output") {
       spec.is_output = true;
@@ -206,7 +225,8 @@ absl::Status ParseOpLine(const std::vector<absl::string_view>& words,
     }
     TensorSpec tensor;
     tensor.id = std::string(word.substr(0, colon));
-    RETURN_IF_ERROR(ParseSize(word.substr(colon + 1), tensor));
+    RETURN_IF_ERROR(
+        ParseSize(word.substr(colon + 1), builder.batch_size(), tensor));
     spec.output_ids.push_back(tensor.id);
     builder.AddTensor(std::move(tensor));
   }
@@ -231,6 +251,13 @@ absl::StatusOr<GraphBuilder> ParseTextGraphSpecs(absl::string_view text) {
     absl::Status status;
     if (words[0] == "graph" && words.size() == 2) {
       builder.SetName(std::string(words[1]));
+    } else if (words[0] == "batch" && words.size() == 2) {
+      int64_t batch_size = 0;
+      if (!absl::SimpleAtoi(words[1], &batch_size) || batch_size <= 0) {
+        status = absl::InvalidArgumentError(
+            absl::StrCat("bad batch size '", words[1], "'"));
+      }
+      builder.SetBatchSize(batch_size);
     } else if (words[0] == "tensor") {
       status = ParseTensorLine(words, builder);
     } else if (words[0] == "op") {

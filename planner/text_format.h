@@ -1,7 +1,8 @@
 // A small human-readable graph format, for tests and examples:
 //
 //   graph mlp
-//   tensor x f32[32,128] input        # id, size (bytes or dtype[shape]), role
+//   batch 32                          # optional: the graph's batch size
+//   tensor x f32[B,128] input         # id, size (bytes or dtype[shape]), role
 //   tensor w 65536 parameter
 //   op fc fwd gemm x w -> h:f32[32,128] cost=2 flops=1e6
 //   op relu fwd elementwise h -> a:16384
@@ -16,6 +17,9 @@
 // bytes), type (framework op type), name; and the flags
 // norecompute / recompute. Roles: input, parameter, optimizer_state,
 // gradient, activation; "output" after the role marks a graph output.
+// After a "batch <size>" line, a dimension "B" is the batch dimension (at
+// that size) and a size "<bytes>*B" is a shapeless size of <bytes> per
+// sample, proportional to the batch (graph.h: Tensor::batch_dim).
 #ifndef ECHO_PLANNER_TEXT_FORMAT_H_
 #define ECHO_PLANNER_TEXT_FORMAT_H_
 

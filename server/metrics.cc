@@ -68,7 +68,23 @@ ServerMetrics::ServerMetrics(std::shared_ptr<prometheus::Registry> registry)
       plan_solve_duration_(prometheus::BuildHistogram()
                                .Name("echo_plan_solve_duration_seconds")
                                .Help("Time to compute a plan, by policy")
-                               .Register(*registry_)) {}
+                               .Register(*registry_)),
+      max_batch_size_(
+          prometheus::BuildHistogram()
+              .Name("echo_max_batch_size")
+              .Help("FindMaxBatchSize answers, by recompute (none | auto)")
+              .Register(*registry_)),
+      scheduler_plans_(prometheus::BuildHistogram()
+                           .Name("echo_scheduler_plans_evaluated")
+                           .Help("Plans evaluated per FindMaxBatchSize or "
+                                 "GetMemoryFrontier answer, by method")
+                           .Register(*registry_)),
+      frontier_points_(prometheus::BuildHistogram()
+                           .Name("echo_frontier_points")
+                           .Help("Pareto points per GetMemoryFrontier answer")
+                           .Register(*registry_)
+                           .Add({}, prometheus::Histogram::BucketBoundaries{
+                                        1, 2, 4, 8, 16, 32, 64})) {}
 
 void ServerMetrics::RecordRequest(const std::string& method,
                                   grpc::StatusCode code, double seconds) {
@@ -103,6 +119,28 @@ void ServerMetrics::RecordPlan(const std::string& policy,
       .Observe(overhead_ratio);
   plan_solve_duration_.Add({{"policy", policy}}, LatencyBuckets())
       .Observe(solve_seconds);
+}
+
+void ServerMetrics::RecordMaxBatch(int64_t plain_batch, int64_t recompute_batch,
+                                   int plans_evaluated) {
+  static const auto* buckets =
+      new prometheus::Histogram::BucketBoundaries(ExponentialBuckets(1, 2, 16));
+  max_batch_size_.Add({{"recompute", "none"}}, *buckets)
+      .Observe(static_cast<double>(plain_batch));
+  max_batch_size_.Add({{"recompute", "auto"}}, *buckets)
+      .Observe(static_cast<double>(recompute_batch));
+  ObservePlans("FindMaxBatchSize", plans_evaluated);
+}
+
+void ServerMetrics::RecordFrontier(int points, int plans_evaluated) {
+  frontier_points_.Observe(points);
+  ObservePlans("GetMemoryFrontier", plans_evaluated);
+}
+
+void ServerMetrics::ObservePlans(const std::string& method, int plans) {
+  static const auto* buckets =
+      new prometheus::Histogram::BucketBoundaries(ExponentialBuckets(1, 2, 8));
+  scheduler_plans_.Add({{"method", method}}, *buckets).Observe(plans);
 }
 
 }  // namespace echo::server

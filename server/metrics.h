@@ -29,8 +29,15 @@ class ServerMetrics {
   void RecordPlan(const std::string& policy, const std::string& outcome,
                   int64_t bytes_saved, double overhead_ratio,
                   double solve_seconds);
+  // FindMaxBatchSize: the answers (0 when none fits) and plans evaluated.
+  void RecordMaxBatch(int64_t plain_batch, int64_t recompute_batch,
+                      int plans_evaluated);
+  // GetMemoryFrontier: Pareto points returned and plans evaluated.
+  void RecordFrontier(int points, int plans_evaluated);
 
  private:
+  void ObservePlans(const std::string& method, int plans);
+
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Counter>& requests_;
   prometheus::Family<prometheus::Histogram>& request_duration_;
@@ -41,6 +48,9 @@ class ServerMetrics {
   prometheus::Family<prometheus::Counter>& bytes_saved_total_;
   prometheus::Family<prometheus::Histogram>& plan_overhead_;
   prometheus::Family<prometheus::Histogram>& plan_solve_duration_;
+  prometheus::Family<prometheus::Histogram>& max_batch_size_;
+  prometheus::Family<prometheus::Histogram>& scheduler_plans_;
+  prometheus::Histogram& frontier_points_;
 };
 
 }  // namespace echo::server

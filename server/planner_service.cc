@@ -25,8 +25,6 @@
 
 namespace echo::server {
 
-namespace {
-
 // The call's cancellation and deadline, for the planner's cooperative
 // checks: heavy work stops once the client is gone.
 planner::Interrupt InterruptFor(grpc::CallbackServerContext* context) {
@@ -47,8 +45,6 @@ bool NamesDevice(const v1::DeviceSpec& device) {
          device.peak_flops_size() > 0 ||
          device.memory_bandwidth_bytes_per_second() != 0;
 }
-
-}  // namespace
 
 PlannerService::PlannerService(PlannerServiceOptions options,
                                ServerMetrics* metrics, NodeProfiler* profiler)
@@ -195,6 +191,22 @@ grpc::ServerUnaryReactor* PlannerService::CheckFit(
                   &PlannerService::FitLane, &PlannerService::DoCheckFit);
 }
 
+grpc::ServerUnaryReactor* PlannerService::FindMaxBatchSize(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return ServeRaw(context, "FindMaxBatchSize", request, response,
+                  /*metered=*/true, &PlannerService::MaxBatchLane,
+                  &PlannerService::DoFindMaxBatchSize);
+}
+
+grpc::ServerUnaryReactor* PlannerService::GetMemoryFrontier(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return ServeRaw(context, "GetMemoryFrontier", request, response,
+                  /*metered=*/true, &PlannerService::FrontierLane,
+                  &PlannerService::DoGetMemoryFrontier);
+}
+
 grpc::ServerUnaryReactor* PlannerService::ProfileOps(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
@@ -271,6 +283,8 @@ absl::Status PlannerService::DoGenerateRecomputePlan(
     return plan.status();
   }
   adapter::FillPlanResponse(costed->graph, *plan, options.policy, response);
+  response->set_plan_fingerprint(
+      planner::PlanFingerprint(costed->graph, plan->schedule));
   response->set_cost_unit(costed->costs.unit);
   adapter::CostSourceSummaryToProto(costed->costs.Summary(),
                                     response->mutable_cost_sources());

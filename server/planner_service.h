@@ -17,6 +17,7 @@
 #include "echo/v1/planner.grpc.pb.h"
 #include "planner/cost_model.h"
 #include "planner/graph.h"
+#include "planner/recompute/plan.h"
 #include "server/call_authorizer.h"
 #include "server/metrics.h"
 #include "server/profiler/node_profiler.h"
@@ -34,6 +35,12 @@ inline constexpr int kWorkerNiceIncrement = 10;
 
 // Graphs with at least this many ops are planned on the worker pool.
 inline constexpr int kDefaultHeavyGraphOps = 1000;
+
+// The call's cancellation and deadline, for the planner's cooperative
+// checks: heavy work stops once the client is gone.
+planner::Interrupt InterruptFor(grpc::CallbackServerContext* context);
+// Whether a request's device field names a device at all.
+bool NamesDevice(const v1::DeviceSpec& device);
 
 struct PlannerServiceOptions {
   // Requests beyond this many in flight get RESOURCE_EXHAUSTED.
@@ -55,9 +62,12 @@ using RawPlannerService =
     v1::MemoryPlanner::WithRawCallbackMethod_EstimateMemory<
         v1::MemoryPlanner::WithRawCallbackMethod_GenerateRecomputePlan<
             v1::MemoryPlanner::WithRawCallbackMethod_CheckFit<
-                v1::MemoryPlanner::WithRawCallbackMethod_ProfileOps<
-                    v1::MemoryPlanner::WithRawCallbackMethod_GetNodeInfo<
-                        v1::MemoryPlanner::Service>>>>>;
+                v1::MemoryPlanner::WithRawCallbackMethod_FindMaxBatchSize<
+                    v1::MemoryPlanner::WithRawCallbackMethod_GetMemoryFrontier<
+                        v1::MemoryPlanner::WithRawCallbackMethod_ProfileOps<
+                            v1::MemoryPlanner::
+                                WithRawCallbackMethod_GetNodeInfo<
+                                    v1::MemoryPlanner::Service>>>>>>>;
 
 class PlannerService final : public RawPlannerService {
  public:
@@ -78,6 +88,12 @@ class PlannerService final : public RawPlannerService {
   grpc::ServerUnaryReactor* CheckFit(grpc::CallbackServerContext* context,
                                      const grpc::ByteBuffer* request,
                                      grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* FindMaxBatchSize(
+      grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+      grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* GetMemoryFrontier(
+      grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+      grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ProfileOps(grpc::CallbackServerContext* context,
                                        const grpc::ByteBuffer* request,
                                        grpc::ByteBuffer* response) override;
@@ -129,6 +145,13 @@ class PlannerService final : public RawPlannerService {
   Lane EstimateLane(const v1::EstimateMemoryRequest& request) const;
   Lane PlanLane(const v1::GenerateRecomputePlanRequest& request) const;
   Lane FitLane(const v1::CheckFitRequest& request) const;
+  // Many plans per answer: always on the worker pool.
+  Lane MaxBatchLane(const v1::FindMaxBatchSizeRequest&) const {
+    return Lane::kPool;
+  }
+  Lane FrontierLane(const v1::GetMemoryFrontierRequest&) const {
+    return Lane::kPool;
+  }
   Lane ProfileLane(const v1::ProfileOpsRequest&) const { return Lane::kPool; }
   Lane InfoLane(const v1::GetNodeInfoRequest&) const { return Lane::kInline; }
 
@@ -143,6 +166,13 @@ class PlannerService final : public RawPlannerService {
   absl::Status DoCheckFit(grpc::CallbackServerContext* context,
                           const v1::CheckFitRequest& request,
                           v1::CheckFitResponse* response);
+  // scheduler_handlers.cc
+  absl::Status DoFindMaxBatchSize(grpc::CallbackServerContext* context,
+                                  const v1::FindMaxBatchSizeRequest& request,
+                                  v1::FindMaxBatchSizeResponse* response);
+  absl::Status DoGetMemoryFrontier(grpc::CallbackServerContext* context,
+                                   const v1::GetMemoryFrontierRequest& request,
+                                   v1::GetMemoryFrontierResponse* response);
   absl::Status DoProfileOps(grpc::CallbackServerContext* context,
                             const v1::ProfileOpsRequest& request,
                             v1::ProfileOpsResponse* response);

@@ -5,6 +5,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace echo::planner {
 
@@ -58,6 +59,19 @@ absl::string_view RecomputeObjectiveName(RecomputeObjective objective) {
       return "stash_bytes";
   }
   return "unknown";
+}
+
+std::string PlanFingerprint(const Graph& graph, const Schedule& schedule) {
+  uint64_t hash = 14695981039346656037ull;
+  const auto mix = [&hash](unsigned char byte) {
+    hash ^= byte;
+    hash *= 1099511628211ull;
+  };
+  for (const Execution& execution : schedule) {
+    for (char c : graph.op(execution.op).id) mix(static_cast<unsigned char>(c));
+    mix(execution.recompute ? 1 : 0);
+  }
+  return absl::StrFormat("%016x", hash);
 }
 
 }  // namespace echo::planner

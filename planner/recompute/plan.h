@@ -142,6 +142,11 @@ struct FitResult {
   std::string message;
 };
 
+// 16 hex digits: FNV-1a (64 bit) over the schedule's op ids and recompute
+// flags. Identical schedules of the same graph have the same fingerprint
+// (GetMemoryFrontier's points, GenerateRecomputePlan's plan_fingerprint).
+std::string PlanFingerprint(const Graph& graph, const Schedule& schedule);
+
 // Case-insensitive: auto none echo chen_sqrt optimal.
 absl::StatusOr<RecomputePolicy> ParseRecomputePolicy(absl::string_view name);
 // Lower case.

@@ -113,6 +113,18 @@ ctl estimate --graph "$vgg" --device h100-80gb >/dev/null
 check "estimate on a catalog device" test $? -eq 0
 ctl fit --graph "$vgg" --device a100-80gb >"$work/fit.txt"
 check "fit on a100-80gb" grep -q "^fits" "$work/fit.txt"
+ctl max-batch --graph "$vgg" --batch_dim auto --device a100-80gb >"$work/batch.txt"
+check "max-batch on a100-80gb: 80 GiB / 61,816,832 bytes per sample = 1389" \
+  grep -q "without recomputation: batch 1389," "$work/batch.txt"
+ctl --output json max-batch --graph "$vgg" --batch_dim auto --device v100-16gb \
+  --multiple_of 32 >"$work/batch.json"
+check "max-batch JSON, multiples of 32" grep -q '"batch_size": "256"' "$work/batch.json"
+ctl max-batch --graph "$vgg" --batch_dim auto --device a100-80gb --min_batch 64 \
+  --max_batch 32 2>"$work/err.txt" >/dev/null
+check "max-batch min > max is INVALID_ARGUMENT" \
+  grep -q "INVALID_ARGUMENT: max_batch (32) is below min_batch (64)" "$work/err.txt"
+ctl frontier --graph "$vgg" >"$work/frontier.txt"
+check "frontier starts at the plain peak" grep -q "15825108992" "$work/frontier.txt"
 ctl node-info >"$work/node.txt"
 check "node-info says no GPU" grep -q "GPUs: no GPU" "$work/node.txt"
 version=$("$bin/echoctl" --version | sed -n 's/^echoctl //p')

@@ -1,0 +1,159 @@
+// The scheduler RPCs of PlannerService: FindMaxBatchSize and
+// GetMemoryFrontier. Thin: the searches are in
+// planner/recompute/batch_search.h.
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "adapter/graph_convert.h"
+#include "adapter/plan_convert.h"
+#include "planner/recompute/batch_search.h"
+#include "planner/status_macros.h"
+#include "server/planner_service.h"
+
+namespace echo::server {
+namespace {
+
+// Until the graph registry serves fingerprints, a request must carry its
+// graph.
+absl::Status RequireGraph(const std::string& fingerprint,
+                          const v1::Graph& graph) {
+  if (!fingerprint.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "graph_fingerprint '", fingerprint,
+        "' needs RegisterGraph, which this echod does not serve yet; send "
+        "the graph"));
+  }
+  if (graph.ops_size() == 0) {
+    return absl::InvalidArgumentError("the request has no graph");
+  }
+  return absl::OkStatus();
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+void BatchFitToProto(const planner::BatchFit& fit, v1::BatchSizeFit* out) {
+  out->set_found(fit.found);
+  out->set_batch_size(fit.batch);
+  out->set_peak_bytes(fit.peak_bytes);
+  out->set_recompute_overhead_ratio(fit.recompute_overhead_ratio);
+  out->set_next_batch_peak_bytes(fit.next_batch_peak_bytes);
+}
+
+}  // namespace
+
+absl::Status PlannerService::DoFindMaxBatchSize(
+    grpc::CallbackServerContext* context,
+    const v1::FindMaxBatchSizeRequest& request,
+    v1::FindMaxBatchSizeResponse* response) {
+  const auto start = std::chrono::steady_clock::now();
+  RETURN_IF_ERROR(RequireGraph(request.graph_fingerprint(), request.graph()));
+  if (!NamesDevice(request.device())) {
+    return absl::InvalidArgumentError(
+        "FindMaxBatchSize needs a device (a catalog name or a full "
+        "spec)");
+  }
+  planner::MaxBatchOptions options;
+  ASSIGN_OR_RETURN(options.memory,
+                   adapter::MemoryModelFromProto(request.allocator()));
+  if (request.has_max_overhead_ratio()) {
+    options.max_overhead_ratio = request.max_overhead_ratio();
+  }
+  options.reserved_bytes = request.reserved_bytes();
+  if (request.min_batch_size() != 0) {
+    options.min_batch = request.min_batch_size();
+  }
+  options.max_batch = request.max_batch_size();
+  if (request.multiple_of() != 0) {
+    options.multiple_of = request.multiple_of();
+  }
+  options.interrupted = InterruptFor(context);
+  ASSIGN_OR_RETURN(
+      CostedGraph costed,
+      PrepareGraph("FindMaxBatchSize", request.graph(), &request.device()));
+  options.device_memory_bytes = costed.device->memory_bytes;
+  const planner::DeviceSpec* device = &*costed.device;
+  const planner::ProfiledTimes* profiled =
+      profiler_ != nullptr ? profiler_->TimesFor(device) : nullptr;
+  const planner::OpCostFn costs =
+      [device, profiled](
+          const planner::Graph& graph) -> absl::StatusOr<std::vector<double>> {
+    ASSIGN_OR_RETURN(planner::CostTable table,
+                     planner::EstimateOpCosts(graph, device, profiled));
+    return table.Costs();
+  };
+  ASSIGN_OR_RETURN(const planner::MaxBatchResult result,
+                   planner::FindMaxBatchSize(costed.graph, costs, options));
+  BatchFitToProto(result.without_recompute,
+                  response->mutable_without_recompute());
+  BatchFitToProto(result.with_recompute, response->mutable_with_recompute());
+  response->set_graph_batch_size(result.graph_batch);
+  response->set_device_memory_bytes(options.device_memory_bytes);
+  response->set_usable_bytes(result.usable_bytes);
+  response->set_plans_evaluated(result.plans_evaluated);
+  response->set_message(result.message);
+  response->set_solve_time_seconds(SecondsSince(start));
+  if (metrics_ != nullptr) {
+    metrics_->RecordMaxBatch(result.without_recompute.batch,
+                             result.with_recompute.batch,
+                             result.plans_evaluated);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PlannerService::DoGetMemoryFrontier(
+    grpc::CallbackServerContext* context,
+    const v1::GetMemoryFrontierRequest& request,
+    v1::GetMemoryFrontierResponse* response) {
+  const auto start = std::chrono::steady_clock::now();
+  RETURN_IF_ERROR(RequireGraph(request.graph_fingerprint(), request.graph()));
+  planner::FrontierOptions options;
+  ASSIGN_OR_RETURN(options.memory,
+                   adapter::MemoryModelFromProto(request.allocator()));
+  if (request.max_points() != 0) {
+    options.max_points = request.max_points();
+  }
+  options.max_recompute_depth = request.max_recompute_depth();
+  if (request.time_budget_seconds() != 0) {
+    options.time_budget_seconds = request.time_budget_seconds();
+  }
+  options.interrupted = InterruptFor(context);
+  // Refuse before converting: a graph over the limit is not planned.
+  if (request.graph().ops_size() > options.max_ops) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("graph has ", request.graph().ops_size(),
+                     " ops; GetMemoryFrontier plans at most ", options.max_ops,
+                     " (ask GenerateRecomputePlan for single budgets)"));
+  }
+  ASSIGN_OR_RETURN(
+      CostedGraph costed,
+      PrepareGraph("GetMemoryFrontier", request.graph(), &request.device()));
+  ASSIGN_OR_RETURN(const planner::MemoryFrontier frontier,
+                   planner::ComputeMemoryFrontier(
+                       costed.graph, costed.costs.Costs(), options));
+  response->set_baseline_peak_bytes(frontier.baseline_peak_bytes);
+  response->set_peak_lower_bound_bytes(frontier.peak_lower_bound_bytes);
+  response->set_baseline_compute_cost(frontier.baseline_compute_cost);
+  response->set_cost_unit(costed.costs.unit);
+  for (const planner::FrontierPoint& point : frontier.points) {
+    v1::FrontierPoint* out = response->add_points();
+    out->set_peak_bytes(point.peak_bytes);
+    out->set_recompute_cost(point.recompute_cost);
+    out->set_recompute_overhead_ratio(point.recompute_overhead_ratio);
+    out->set_memory_limit_bytes(point.memory_limit_bytes);
+    out->set_plan_fingerprint(point.plan_fingerprint);
+    out->set_recompute_count(point.recompute_count);
+  }
+  response->set_plans_evaluated(frontier.plans_evaluated);
+  response->set_truncated(frontier.truncated);
+  response->set_solve_time_seconds(SecondsSince(start));
+  if (metrics_ != nullptr) {
+    metrics_->RecordFrontier(static_cast<int>(frontier.points.size()),
+                             frontier.plans_evaluated);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace echo::server

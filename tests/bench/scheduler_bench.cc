@@ -1,0 +1,148 @@
+// Latency of the scheduler searches, in process: FindMaxBatchSize and
+// ComputeMemoryFrontier on the five Checkmate graphs (batch from their file
+// names, relative costs) and on a ~10k-op generated Transformer (every
+// activation and input scaled with the batch, measured costs). Prints a
+// markdown table; not a test.
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "model_graphs.h"
+#include "planner/checkmate_import.h"
+#include "planner/recompute/batch_search.h"
+
+namespace echo::bench {
+namespace {
+
+using planner::Graph;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+// The generated graph with every input and activation marked as
+// proportional to `batch` (the generators size them by batch).
+Graph WithBatchMarks(const Graph& graph, int64_t batch) {
+  planner::GraphBuilder builder(graph.name());
+  builder.SetBatchSize(batch);
+  for (const planner::Tensor& t : graph.tensors()) {
+    planner::TensorSpec spec;
+    spec.id = t.id;
+    spec.size_bytes = t.size_bytes;
+    spec.role_set = true;
+    spec.role = t.role;
+    spec.is_output = t.is_output;
+    if (t.role == planner::TensorRole::kActivation ||
+        t.role == planner::TensorRole::kInput) {
+      spec.batch_dim = 0;
+    }
+    builder.AddTensor(std::move(spec));
+  }
+  for (const planner::Op& op : graph.ops()) {
+    planner::OpSpec spec;
+    spec.id = op.id;
+    spec.op_class = op.op_class;
+    spec.phase = op.phase;
+    for (planner::TensorIndex t : op.inputs) {
+      spec.input_ids.push_back(graph.tensor(t).id);
+    }
+    for (planner::TensorIndex t : op.outputs) {
+      spec.output_ids.push_back(graph.tensor(t).id);
+    }
+    spec.flops = op.flops;
+    spec.measured_time_seconds = op.measured_time_seconds;
+    spec.relative_cost = op.relative_cost;
+    spec.workspace_bytes = op.workspace_bytes;
+    spec.recomputable_set = true;
+    spec.recomputable = op.recomputable;
+    builder.AddOp(std::move(spec));
+  }
+  return *std::move(builder).Build();
+}
+
+// Measured seconds when the graph has them, else relative costs.
+std::vector<double> Costs(const Graph& graph) {
+  std::vector<double> costs;
+  for (const planner::Op& op : graph.ops()) {
+    costs.push_back(op.measured_time_seconds >= 0 ? op.measured_time_seconds
+                                                  : op.relative_cost);
+  }
+  return costs;
+}
+
+double Millis(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+void Run(const std::string& name, const Graph& graph, int64_t memory) {
+  planner::MaxBatchOptions options;
+  options.device_memory_bytes = memory;
+  options.max_overhead_ratio = 0.05;
+  const planner::OpCostFn costs =
+      [](const Graph& g) -> absl::StatusOr<std::vector<double>> {
+    return Costs(g);
+  };
+  auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<planner::MaxBatchResult> batch =
+      planner::FindMaxBatchSize(graph, costs, options);
+  const double batch_ms = Millis(start);
+  start = std::chrono::steady_clock::now();
+  absl::StatusOr<planner::MemoryFrontier> frontier =
+      planner::ComputeMemoryFrontier(graph, Costs(graph), {});
+  const double frontier_ms = Millis(start);
+  if (!batch.ok() || !frontier.ok()) {
+    std::printf("| %s | error: %s %s |\n", name.c_str(),
+                batch.status().ToString().c_str(),
+                frontier.status().ToString().c_str());
+    return;
+  }
+  std::printf(
+      "| %s | %d | %d | %d | %d | %d | %.1f | %zu%s | %d | %.1f |\n",
+      name.c_str(), graph.num_ops(), static_cast<int>(graph.batch_size()),
+      static_cast<int>(batch->without_recompute.batch),
+      static_cast<int>(batch->with_recompute.batch), batch->plans_evaluated,
+      batch_ms, frontier->points.size(), frontier->truncated ? " (budget)" : "",
+      frontier->plans_evaluated, frontier_ms);
+}
+
+}  // namespace
+}  // namespace echo::bench
+
+int main() {
+  using namespace echo;
+  constexpr int64_t kGiB = int64_t{1} << 30;
+  std::printf(
+      "| graph | ops | graph batch | max batch plain | max batch AUTO<=5%% | "
+      "plans | FindMaxBatchSize ms | frontier points | plans | "
+      "frontier ms |\n|---|---|---|---|---|---|---|---|---|---|\n");
+  for (const char* file :
+       {"vgg16_b256_train.json", "vgg19_b256_train.json",
+        "resnet50_b256_train.json", "mobilenet_b512_train.json",
+        "fcn8_vgg_b32_train.json"}) {
+    planner::CheckmateImportOptions options;
+    options.batch_size = planner::CheckmateBatchFromName(file);
+    absl::StatusOr<planner::Graph> graph = planner::ImportCheckmateJson(
+        bench::ReadFile(std::string(ECHO_TEST_DATA_DIR) + "/checkmate/" + file),
+        options);
+    if (!graph.ok()) {
+      std::printf("| %s | %s |\n", file, graph.status().ToString().c_str());
+      continue;
+    }
+    bench::Run(file, *graph, 16 * kGiB);
+  }
+  // ~10k ops: 8 sequences of 1024 tokens, hidden 1024, 16 heads.
+  bench::ModelGraph transformer =
+      bench::MakeTransformerGraph(250, 8, 1024, 1024, 16);
+  bench::Run("transformer (generated)",
+             bench::WithBatchMarks(transformer.graph, 8), 80 * kGiB);
+  return 0;
+}

@@ -1,0 +1,206 @@
+// The scheduler RPCs through the C++ client: FindMaxBatchSize and
+// GetMemoryFrontier on the Checkmate VGG16 (batch dimension from its file
+// name), answers checked against plans and fit checks the test replays,
+// bad input, metrics.
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "adapter/graph_file.h"
+#include "client/planner_client.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "http_get.h"
+#include "planner/checkmate_import.h"
+#include "server/echo_server.h"
+#include "tests/unit/test_util.h"
+
+namespace echo {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int64_t kVgg16Peak = 15825108992;  // at batch 256
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server::ServerOptions options;
+    options.grpc_address = "127.0.0.1:0";
+    options.metrics_address = "127.0.0.1:0";
+    options.drain_timeout_seconds = 1;
+    absl::StatusOr<std::unique_ptr<server::EchoServer>> started =
+        server::EchoServer::Start(options);
+    ASSERT_TRUE(started.ok()) << started.status();
+    server_ = *std::move(started);
+    client::ClientOptions client_options;
+    client_options.server = absl::StrCat("127.0.0.1:", server_->grpc_port());
+    client_options.timeout_seconds = 30;
+    client_ = std::make_unique<client::PlannerClient>(client_options);
+    vgg16_ = testing::ValueOrFail(adapter::LoadGraphFile(
+        std::string(ECHO_TEST_DATA_DIR) + "/checkmate/vgg16_b256_train.json",
+        adapter::GraphFormat::kAuto, planner::kCheckmateBatchFromName));
+  }
+
+  // VGG16 at `batch`: every Checkmate node scales with the batch.
+  v1::Graph Vgg16At(int64_t batch) const {
+    v1::Graph graph = vgg16_;
+    graph.set_batch_size(batch);
+    for (v1::Tensor& tensor : *graph.mutable_tensors()) {
+      tensor.set_size_bytes(tensor.size_bytes() / 256 * batch);
+    }
+    return graph;
+  }
+
+  v1::FindMaxBatchSizeRequest MaxBatchRequest(const std::string& device) {
+    v1::FindMaxBatchSizeRequest request;
+    *request.mutable_graph() = vgg16_;
+    request.mutable_device()->set_name(device);
+    return request;
+  }
+
+  std::unique_ptr<server::EchoServer> server_;
+  std::unique_ptr<client::PlannerClient> client_;
+  v1::Graph vgg16_;
+};
+
+TEST_F(SchedulerTest, MaxBatchMatchesReplayedFitChecks) {
+  ASSERT_EQ(vgg16_.batch_size(), 256);
+  v1::FindMaxBatchSizeRequest request = MaxBatchRequest("v100-16gb");
+  request.set_reserved_bytes(int64_t{1} << 30);
+  request.set_max_overhead_ratio(0.2);
+  auto response = client_->FindMaxBatchSize(request);
+  ASSERT_TRUE(response.ok()) << response.status();
+  // Every VGG16 tensor scales with the batch: peak(b) = kVgg16Peak * b / 256.
+  const int64_t usable = response->usable_bytes();
+  EXPECT_EQ(usable, response->device_memory_bytes() - (int64_t{1} << 30));
+  const int64_t plain = usable / (kVgg16Peak / 256);
+  EXPECT_EQ(response->without_recompute().batch_size(), plain);
+  EXPECT_EQ(response->without_recompute().peak_bytes(),
+            kVgg16Peak / 256 * plain);
+  EXPECT_EQ(response->graph_batch_size(), 256);
+  const int64_t with = response->with_recompute().batch_size();
+  EXPECT_GT(with, plain);
+  EXPECT_LE(response->with_recompute().recompute_overhead_ratio(), 0.2);
+  EXPECT_LE(response->with_recompute().peak_bytes(), usable);
+
+  // Replay: CheckFit at the answers agrees.
+  v1::CheckFitRequest fit;
+  fit.mutable_device()->set_name("v100-16gb");
+  fit.set_reserved_bytes(int64_t{1} << 30);
+  fit.set_max_overhead_ratio(0.2);
+  *fit.mutable_graph() = Vgg16At(with);
+  auto answer = client_->CheckFit(fit);
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_TRUE(answer->fits());
+  EXPECT_EQ(answer->planned_peak_bytes(),
+            response->with_recompute().peak_bytes());
+  *fit.mutable_graph() = Vgg16At(plain + 1);
+  answer = client_->CheckFit(fit);
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_FALSE(answer->fits_without_recompute());
+
+  // multiple_of and a range.
+  request.set_multiple_of(8);
+  request.set_max_batch_size(64);
+  response = client_->FindMaxBatchSize(request);
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->without_recompute().batch_size(),
+            std::min<int64_t>(64, plain / 8 * 8));
+  EXPECT_THAT(testing::HttpGet(server_->metrics_endpoint(), "/metrics"),
+              HasSubstr("echo_max_batch_size_count{recompute=\"auto\"} 2"));
+}
+
+TEST_F(SchedulerTest, MaxBatchBadInput) {
+  v1::FindMaxBatchSizeRequest request = MaxBatchRequest("v100-16gb");
+  request.set_min_batch_size(64);
+  request.set_max_batch_size(32);
+  auto response = client_->FindMaxBatchSize(request);
+  EXPECT_EQ(response.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(response.status().message()),
+              HasSubstr("max_batch (32) is below min_batch (64)"));
+
+  response = client_->FindMaxBatchSize(MaxBatchRequest("tpu-v9"));
+  EXPECT_EQ(response.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(response.status().message()), HasSubstr("tpu-v9"));
+
+  request = MaxBatchRequest("v100-16gb");
+  request.mutable_graph()->mutable_tensors(3)->set_size_bytes(12);
+  request.mutable_graph()->mutable_tensors(3)->add_shape(100);
+  request.mutable_graph()->mutable_tensors(3)->set_dtype(v1::DTYPE_FLOAT32);
+  response = client_->FindMaxBatchSize(request);
+  EXPECT_EQ(response.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(response.status().message()),
+              HasSubstr("tensor '3': batch_dim 0 of shape [100] is 100, not "
+                        "the graph's batch_size 256"));
+
+  request = MaxBatchRequest("v100-16gb");
+  request.mutable_graph()->set_batch_size(0);
+  response = client_->FindMaxBatchSize(request);
+  EXPECT_EQ(response.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(response.status().message()),
+              HasSubstr("but the graph has no batch_size"));
+
+  request = MaxBatchRequest("v100-16gb");
+  request.clear_graph();
+  request.set_graph_fingerprint("abc");
+  response = client_->FindMaxBatchSize(request);
+  EXPECT_EQ(response.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(response.status().message()),
+              HasSubstr("needs RegisterGraph"));
+
+  request = MaxBatchRequest("");
+  EXPECT_EQ(client_->FindMaxBatchSize(request).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(client_->FindMaxBatchSize(MaxBatchRequest("a100-80gb")).ok());
+}
+
+TEST_F(SchedulerTest, FrontierIsParetoAndEveryPointReplays) {
+  v1::GetMemoryFrontierRequest request;
+  *request.mutable_graph() = vgg16_;
+  auto frontier = client_->GetMemoryFrontier(request);
+  ASSERT_TRUE(frontier.ok()) << frontier.status();
+  EXPECT_EQ(frontier->baseline_peak_bytes(), kVgg16Peak);
+  ASSERT_GE(frontier->points_size(), 3);
+  EXPECT_EQ(frontier->points(0).peak_bytes(), kVgg16Peak);
+  EXPECT_EQ(frontier->points(0).recompute_cost(), 0);
+  for (int i = 0; i < frontier->points_size(); ++i) {
+    const v1::FrontierPoint& point = frontier->points(i);
+    if (i > 0) {
+      EXPECT_LT(point.peak_bytes(), frontier->points(i - 1).peak_bytes());
+      EXPECT_GT(point.recompute_cost(),
+                frontier->points(i - 1).recompute_cost());
+    }
+    v1::GenerateRecomputePlanRequest plan_request;
+    *plan_request.mutable_graph() = vgg16_;
+    plan_request.set_policy(v1::RECOMPUTE_POLICY_AUTO);
+    plan_request.set_memory_limit_bytes(point.memory_limit_bytes());
+    auto plan = client_->GenerateRecomputePlan(plan_request);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    EXPECT_EQ(plan->plan_fingerprint(), point.plan_fingerprint());
+    EXPECT_EQ(plan->planned_peak_bytes(), point.peak_bytes());
+    EXPECT_DOUBLE_EQ(plan->recompute_cost(), point.recompute_cost());
+  }
+}
+
+TEST_F(SchedulerTest, HugeFrontierIsResourceExhaustedAndServerServes) {
+  v1::GetMemoryFrontierRequest request;
+  v1::Graph* graph = request.mutable_graph();
+  graph->add_tensors()->set_id("x");
+  for (int i = 0; i < 250000; ++i) {
+    v1::Op* op = graph->add_ops();
+    op->set_id(absl::StrCat(i));
+    op->add_input_ids("x");
+  }
+  auto frontier = client_->GetMemoryFrontier(request);
+  EXPECT_EQ(frontier.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(frontier.status().message()),
+              HasSubstr("250000 ops"));
+  v1::GetMemoryFrontierRequest small;
+  *small.mutable_graph() = vgg16_;
+  small.set_max_points(3);
+  EXPECT_TRUE(client_->GetMemoryFrontier(small).ok());
+}
+
+}  // namespace
+}  // namespace echo

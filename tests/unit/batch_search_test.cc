@@ -1,0 +1,216 @@
+// FindMaxBatchSize and ComputeMemoryFrontier on small graphs: exact answers
+// (by hand, and against a scan of every batch), the frontier's Pareto order
+// and reproducibility, and the errors.
+#include "planner/recompute/batch_search.h"
+
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "planner/batch.h"
+#include "planner/recompute/fit_check.h"
+#include "planner/recompute/recompute_planner.h"
+#include "test_util.h"
+
+namespace echo::planner {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Peak at batch b: max(1000 + 500b, 2000 + 100b) (batch_test.cc).
+constexpr char kTiny[] = R"(
+graph tiny
+batch 2
+tensor w 1000 parameter
+tensor x 100*B input
+op f1 fwd elementwise x w -> a:200*B cost=1
+op f2 fwd elementwise a -> b:200*B cost=1
+op b2 bwd elementwise b a -> g:100*B cost=1
+op upd opt elementwise w g -> w2:1000 cost=1
+output w2
+)";
+
+// A chain whose forward maps can be recomputed: the plain peak is
+// 1004 + 600b at b4 (w, l and x, a, b, c, d, gd of 100b each), and
+// recomputation lowers it, at a price.
+constexpr char kChain[] = R"(
+graph chain
+batch 1
+tensor w 1000 parameter
+tensor x 100*B input
+op f1 fwd gemm x w -> a:100*B cost=4
+op f2 fwd elementwise a -> b:100*B cost=1
+op f3 fwd elementwise b -> c:100*B cost=1
+op f4 fwd elementwise c -> d:100*B cost=1
+op loss fwd reduction d -> l:4 cost=1
+op b4 bwd elementwise l d -> gd:100*B cost=1
+op b3 bwd elementwise gd c -> gc:100*B cost=1
+op b2 bwd elementwise gc b -> gb:100*B cost=1
+op b1 bwd elementwise gb a -> ga:100*B cost=1
+op bw bwd gemm ga x -> gw:1000 cost=4
+op upd opt elementwise w gw -> w2:1000 cost=1
+output w2
+)";
+
+OpCostFn Relative() {
+  return [](const Graph& graph) -> absl::StatusOr<std::vector<double>> {
+    return testing::RelativeCosts(graph);
+  };
+}
+
+MaxBatchOptions Device(int64_t bytes, double ratio = 0.05) {
+  MaxBatchOptions options;
+  options.device_memory_bytes = bytes;
+  options.max_overhead_ratio = ratio;
+  return options;
+}
+
+TEST(BatchSearchTest, PlainAnswerIsExact) {
+  const Graph graph = testing::ValueOrFail(ParseTextGraph(kTiny));
+  // 1000 + 500b <= 4000: b <= 6 (peak 4000); b = 7 peaks at 4500.
+  ASSERT_OK_AND_ASSIGN(const MaxBatchResult result,
+                       FindMaxBatchSize(graph, Relative(), Device(4000)));
+  EXPECT_TRUE(result.without_recompute.found);
+  EXPECT_EQ(result.without_recompute.batch, 6);
+  EXPECT_EQ(result.without_recompute.peak_bytes, 4000);
+  EXPECT_EQ(result.without_recompute.next_batch_peak_bytes, 4500);
+  EXPECT_EQ(result.graph_batch, 2);
+  // Nothing here can be recomputed to any gain.
+  EXPECT_EQ(result.with_recompute.batch, 6);
+
+  MaxBatchOptions reserved = Device(4000);
+  reserved.reserved_bytes = 500;  // 3500 usable: b <= 5
+  reserved.multiple_of = 2;       // ... and even: 4
+  ASSERT_OK_AND_ASSIGN(const MaxBatchResult even,
+                       FindMaxBatchSize(graph, Relative(), reserved));
+  EXPECT_EQ(even.without_recompute.batch, 4);
+  EXPECT_EQ(even.without_recompute.peak_bytes, 3000);
+
+  MaxBatchOptions bounded = Device(4000);
+  bounded.max_batch = 3;
+  ASSERT_OK_AND_ASSIGN(const MaxBatchResult capped,
+                       FindMaxBatchSize(graph, Relative(), bounded));
+  EXPECT_EQ(capped.without_recompute.batch, 3);
+
+  // 2000 bytes: not even batch 1 (2100) fits.
+  ASSERT_OK_AND_ASSIGN(const MaxBatchResult none,
+                       FindMaxBatchSize(graph, Relative(), Device(2000)));
+  EXPECT_FALSE(none.without_recompute.found);
+  EXPECT_FALSE(none.with_recompute.found);
+}
+
+// The search's answers equal a scan of every batch with CheckFit (the same
+// plans), for several devices and budgets.
+TEST(BatchSearchTest, MatchesAScanOfEveryBatch) {
+  const Graph graph = testing::ValueOrFail(ParseTextGraph(kChain));
+  int recompute_wins = 0;
+  for (int64_t memory : {2000, 3500, 5000, 9000, 20000}) {
+    for (double ratio : {0.0, 0.05, 0.2, 1.0}) {
+      ASSERT_OK_AND_ASSIGN(
+          const MaxBatchResult result,
+          FindMaxBatchSize(graph, Relative(), Device(memory, ratio)));
+      int64_t plain = 0;
+      int64_t with = 0;
+      for (int64_t b = 1; b <= 200; ++b) {
+        ASSERT_OK_AND_ASSIGN(const Graph scaled, WithBatchSize(graph, b));
+        FitOptions fit;
+        fit.device_memory_bytes = memory;
+        fit.max_overhead_ratio = ratio;
+        ASSERT_OK_AND_ASSIGN(
+            const FitResult answer,
+            CheckFit(scaled, testing::RelativeCosts(scaled), fit));
+        if (answer.fits_without_recompute) plain = b;
+        if (answer.fits) with = b;
+      }
+      SCOPED_TRACE(::testing::Message() << memory << " bytes, ratio " << ratio);
+      EXPECT_EQ(result.without_recompute.batch, plain);
+      EXPECT_EQ(result.with_recompute.batch, with);
+      recompute_wins += with > plain;
+    }
+  }
+  EXPECT_GT(recompute_wins, 0);  // the test exercises recomputation
+}
+
+TEST(BatchSearchTest, BadRangesAreNamed) {
+  const Graph graph = testing::ValueOrFail(ParseTextGraph(kTiny));
+  MaxBatchOptions options = Device(4000);
+  options.min_batch = 8;
+  options.max_batch = 4;
+  EXPECT_THAT(FindMaxBatchSize(graph, Relative(), options).status().message(),
+              HasSubstr("max_batch (4) is below min_batch (8)"));
+  options = Device(4000);
+  options.min_batch = 5;
+  options.max_batch = 7;
+  options.multiple_of = 8;
+  EXPECT_THAT(FindMaxBatchSize(graph, Relative(), options).status().message(),
+              HasSubstr("no multiple of multiple_of (8)"));
+  options = Device(4000);
+  options.multiple_of = 0;
+  EXPECT_THAT(FindMaxBatchSize(graph, Relative(), options).status().message(),
+              HasSubstr("multiple_of must be >= 1"));
+  const Graph unbatched = testing::ValueOrFail(
+      ParseTextGraph("tensor x 4\nop f fwd other x -> y:4\n"));
+  EXPECT_EQ(
+      FindMaxBatchSize(unbatched, Relative(), Device(4000)).status().code(),
+      absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(BatchSearchTest, FrontierIsParetoAndReproducible) {
+  const Graph graph = testing::ValueOrFail(ParseTextGraph(kChain));
+  ASSERT_OK_AND_ASSIGN(const Graph scaled, WithBatchSize(graph, 10));
+  const std::vector<double> costs = testing::RelativeCosts(scaled);
+  ASSERT_OK_AND_ASSIGN(const MemoryFrontier frontier,
+                       ComputeMemoryFrontier(scaled, costs, {}));
+  ASSERT_GE(frontier.points.size(), 2u);
+  // The plain schedule first: 1004 + 600 * 10 at no extra compute.
+  EXPECT_EQ(frontier.baseline_peak_bytes, 7004);
+  EXPECT_EQ(frontier.points.front().peak_bytes, 7004);
+  EXPECT_EQ(frontier.points.front().recompute_cost, 0);
+  for (size_t i = 1; i < frontier.points.size(); ++i) {
+    EXPECT_LT(frontier.points[i].peak_bytes, frontier.points[i - 1].peak_bytes);
+    EXPECT_GT(frontier.points[i].recompute_cost,
+              frontier.points[i - 1].recompute_cost);
+  }
+  EXPECT_GE(frontier.points.back().peak_bytes, frontier.peak_lower_bound_bytes);
+  for (const FrontierPoint& point : frontier.points) {
+    RecomputePlanOptions options;
+    options.memory_limit_bytes = point.memory_limit_bytes;
+    ASSERT_OK_AND_ASSIGN(const RecomputePlan plan,
+                         GenerateRecomputePlan(scaled, costs, options));
+    EXPECT_EQ(PlanFingerprint(scaled, plan.schedule), point.plan_fingerprint);
+    EXPECT_EQ(plan.planned_peak_bytes, point.peak_bytes);
+    EXPECT_DOUBLE_EQ(plan.recompute_cost, point.recompute_cost);
+  }
+}
+
+TEST(BatchSearchTest, FrontierLimits) {
+  const Graph graph = testing::ValueOrFail(ParseTextGraph(kChain));
+  const std::vector<double> costs = testing::RelativeCosts(graph);
+  FrontierOptions options;
+  options.max_ops = 5;
+  EXPECT_EQ(ComputeMemoryFrontier(graph, costs, options).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  options = {};
+  options.max_points = 1;
+  EXPECT_THAT(ComputeMemoryFrontier(graph, costs, options).status().message(),
+              HasSubstr("max_points must be in [2, 64]"));
+  // No time: the plain point and the lowest peak only, marked truncated.
+  options = {};
+  options.time_budget_seconds = 0;
+  ASSERT_OK_AND_ASSIGN(const Graph scaled, WithBatchSize(graph, 10));
+  ASSERT_OK_AND_ASSIGN(
+      const MemoryFrontier cut,
+      ComputeMemoryFrontier(scaled, testing::RelativeCosts(scaled), options));
+  EXPECT_TRUE(cut.truncated);
+  EXPECT_LE(cut.plans_evaluated, 2);
+  ASSERT_GE(cut.points.size(), 1u);
+  EXPECT_EQ(cut.points.front().peak_bytes, 7004);
+  options = {};
+  options.interrupted = [] { return absl::CancelledError("gone"); };
+  EXPECT_EQ(ComputeMemoryFrontier(graph, costs, options).status().code(),
+            absl::StatusCode::kCancelled);
+}
+
+}  // namespace
+}  // namespace echo::planner
