@@ -18,6 +18,7 @@
 #include "planner/cost_model.h"
 #include "planner/graph.h"
 #include "server/metrics.h"
+#include "server/optimal_worker.h"
 #include "server/profiler/node_profiler.h"
 #include "server/worker_pool.h"
 
@@ -39,6 +40,8 @@ struct PlannerServiceOptions {
   // 0: the machine's hardware threads, at least 2.
   int worker_threads = 0;
   int heavy_graph_ops = kDefaultHeavyGraphOps;
+  // Where and under which limits OPTIMAL's child processes run.
+  OptimalWorkerOptions optimal;
 };
 
 class PlannerService final : public v1::MemoryPlanner::CallbackService {
@@ -48,8 +51,16 @@ class PlannerService final : public v1::MemoryPlanner::CallbackService {
   PlannerService(PlannerServiceOptions options, ServerMetrics* metrics,
                  NodeProfiler* profiler);
 
-  // While draining, new requests get UNAVAILABLE.
-  void StartDraining() { draining_ = true; }
+  // While draining, new requests get UNAVAILABLE; at `abort_at` the work
+  // still in flight is interrupted (OPTIMAL's children killed, AUTO stopped)
+  // and answers UNAVAILABLE.
+  void StartDraining(std::chrono::steady_clock::time_point abort_at =
+                         std::chrono::steady_clock::time_point::max()) {
+    abort_at_ = abort_at;
+    draining_ = true;
+  }
+
+  const OptimalWorker& optimal_worker() const { return optimal_; }
 
   grpc::ServerUnaryReactor* EstimateMemory(
       grpc::CallbackServerContext* context,
@@ -95,6 +106,14 @@ class PlannerService final : public v1::MemoryPlanner::CallbackService {
                 grpc::ServerUnaryReactor* reactor, const char* method,
                 std::chrono::steady_clock::time_point start,
                 const absl::Status& status);
+  // The call's cancellation and deadline, and the drain's abort time, for
+  // the planner's cooperative checks and OPTIMAL's child processes.
+  planner::Interrupt InterruptFor(grpc::CallbackServerContext* context) const;
+  // OPTIMAL in a child process; the caller fills the cost unit and sources.
+  absl::Status PlanOptimal(const v1::GenerateRecomputePlanRequest& request,
+                           const CostedGraph& costed,
+                           const planner::RecomputePlanOptions& options,
+                           v1::GenerateRecomputePlanResponse* response);
   bool IsHeavy(const v1::Graph& graph) const {
     return graph.ops_size() >= options_.heavy_graph_ops;
   }
@@ -104,6 +123,10 @@ class PlannerService final : public v1::MemoryPlanner::CallbackService {
   NodeProfiler* profiler_;
   std::atomic<int> in_flight_{0};
   std::atomic<bool> draining_{false};
+  // Written before draining_ is set, read after it is seen set.
+  std::chrono::steady_clock::time_point abort_at_ =
+      std::chrono::steady_clock::time_point::max();
+  OptimalWorker optimal_;
   // Declared last: destroyed first, finishing what it has queued while the
   // members its tasks use are still alive.
   std::unique_ptr<WorkerPool> workers_;

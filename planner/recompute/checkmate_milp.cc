@@ -12,6 +12,7 @@
 #include "OsiClpSolverInterface.hpp"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "planner/status_macros.h"
 
 namespace echo::planner {
 namespace {
@@ -185,7 +186,67 @@ absl::Status TooBig(int32_t ops, int64_t max_nonzeros) {
                    max_nonzeros, " nonzeros (solver_max_nonzeros); use AUTO"));
 }
 
+// Sticky tensors (persistent, graph outputs) are never freed: constants of
+// the model, without S variables.
+bool IsSticky(const Tensor& tensor) {
+  return IsPersistentRole(tensor.role) || tensor.is_output;
+}
+
+// The last stage that may read each non-sticky tensor (its last reader, or a
+// later stage that recomputes a reader; -1 for sticky or unread ones), and
+// per op the largest horizon of its outputs.
+struct Horizons {
+  std::vector<int32_t> tensor;
+  std::vector<int32_t> op;
+};
+
+Horizons ComputeHorizons(const RematProblem& problem) {
+  const Graph& graph = problem.graph;
+  Horizons horizons{std::vector<int32_t>(graph.num_tensors(), -1),
+                    std::vector<int32_t>(graph.num_ops(), -1)};
+  std::vector<TensorIndex> order(graph.num_tensors());
+  for (TensorIndex x = 0; x < graph.num_tensors(); ++x) order[x] = x;
+  // Producers descending (graph inputs last), so readers' outputs come first.
+  std::stable_sort(order.begin(), order.end(),
+                   [&](TensorIndex a, TensorIndex b) {
+                     return graph.tensor(a).producer > graph.tensor(b).producer;
+                   });
+  for (TensorIndex x : order) {
+    const Tensor& tensor = graph.tensor(x);
+    if (IsSticky(tensor)) continue;
+    int32_t& horizon = horizons.tensor[x];
+    for (OpIndex r : tensor.readers) {
+      horizon = std::max(horizon, r);
+      if (problem.can_clone[r]) horizon = std::max(horizon, horizons.op[r]);
+    }
+    if (tensor.producer != kNoOp) {
+      horizons.op[tensor.producer] =
+          std::max(horizons.op[tensor.producer], horizon);
+    }
+  }
+  return horizons;
+}
+
+// Every R column is a nonzero of some row: refuse a model that is too big
+// from that count, in O(n), before allocating O(n^2) columns.
+absl::Status CheckRColumns(const RematProblem& problem,
+                           const std::vector<int32_t>& op_horizon,
+                           int64_t max_nonzeros) {
+  int64_t r_columns = 0;
+  for (OpIndex i = 0; i < problem.num_ops(); ++i) {
+    if (problem.can_clone[i]) r_columns += std::max(0, op_horizon[i] - i);
+  }
+  if (r_columns > max_nonzeros) return TooBig(problem.num_ops(), max_nonzeros);
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+absl::Status OptimalRecompute::CheckModelSize(
+    const RematProblem& problem) const {
+  return CheckRColumns(problem, ComputeHorizons(problem).op,
+                       options_.max_nonzeros);
+}
 
 absl::StatusOr<OptimalRecompute::Result> OptimalRecompute::Run(
     const RematProblem& problem) {
@@ -208,50 +269,24 @@ absl::StatusOr<OptimalRecompute::Result> OptimalRecompute::Run(
   };
 
   // Tensors: sticky ones (persistent, graph outputs) are constants; the
-  // others get S variables up to their horizon: the last stage that may read
-  // them (their last reader, or a later stage that recomputes a reader).
+  // others get S variables up to their horizon.
   std::vector<uint8_t> sticky(graph.num_tensors(), 0);
-  std::vector<int32_t> horizon(graph.num_tensors(), -1);
-  std::vector<int32_t> op_horizon(n, -1);  // max horizon of an op's outputs
-  double always = 0;                       // from the start
-  std::vector<double> sticky_made(n, 0);   // sticky outputs made by op t
-  std::vector<TensorIndex> order(graph.num_tensors());
-  for (TensorIndex x = 0; x < graph.num_tensors(); ++x) order[x] = x;
-  // Producers descending (graph inputs last), so readers' outputs come first.
-  std::stable_sort(order.begin(), order.end(),
-                   [&](TensorIndex a, TensorIndex b) {
-                     return graph.tensor(a).producer > graph.tensor(b).producer;
-                   });
-  for (TensorIndex x : order) {
+  double always = 0;                      // from the start
+  std::vector<double> sticky_made(n, 0);  // sticky outputs made by op t
+  for (TensorIndex x = 0; x < graph.num_tensors(); ++x) {
     const Tensor& tensor = graph.tensor(x);
-    if (IsPersistentRole(tensor.role) || tensor.is_output) {
-      sticky[x] = 1;
-      if (tensor.producer == kNoOp) {
-        always += mem(x);
-      } else {
-        sticky_made[tensor.producer] += mem(x);
-      }
-      continue;
-    }
-    for (OpIndex r : tensor.readers) {
-      horizon[x] = std::max(horizon[x], r);
-      if (problem.can_clone[r])
-        horizon[x] = std::max(horizon[x], op_horizon[r]);
-    }
-    if (tensor.producer != kNoOp) {
-      op_horizon[tensor.producer] =
-          std::max(op_horizon[tensor.producer], horizon[x]);
+    if (!IsSticky(tensor)) continue;
+    sticky[x] = 1;
+    if (tensor.producer == kNoOp) {
+      always += mem(x);
+    } else {
+      sticky_made[tensor.producer] += mem(x);
     }
   }
-
-  // Every R column is a nonzero of some row: refuse a model that is too big
-  // from that count, in O(n), before allocating O(n^2) columns.
-  int64_t r_columns = 0;
-  for (OpIndex i = 0; i < n; ++i) {
-    if (problem.can_clone[i]) r_columns += std::max(0, op_horizon[i] - i);
-  }
-  if (r_columns > options_.max_nonzeros)
-    return TooBig(n, options_.max_nonzeros);
+  const Horizons horizons = ComputeHorizons(problem);
+  const std::vector<int32_t>& horizon = horizons.tensor;
+  const std::vector<int32_t>& op_horizon = horizons.op;
+  RETURN_IF_ERROR(CheckRColumns(problem, op_horizon, options_.max_nonzeros));
 
   // R[t,i]: op i runs again in stage t (i < t) while its outputs may still
   // be read; R[t,t] = 1.
