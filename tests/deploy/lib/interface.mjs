@@ -19,6 +19,8 @@ export const FLAG_ENV = new Set([
   "ECHO_TLS_KEY_FILE",
   "ECHO_DRAIN_TIMEOUT_SECONDS",
   "ECHO_LOG_LEVEL",
+  "ECHO_OPTIMAL_WORKER_PATH",
+  "ECHO_OPTIMAL_MEMORY_LIMIT_BYTES",
 ]);
 
 export const LOG_LEVELS = new Set(["debug", "info", "warn", "error"]);
