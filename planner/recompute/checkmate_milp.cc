@@ -12,6 +12,7 @@
 #include "OsiClpSolverInterface.hpp"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "planner/recompute/milp_horizons.h"
 #include "planner/status_macros.h"
 
 namespace echo::planner {
@@ -176,68 +177,6 @@ bool WarmStartValues(const RematProblem& problem, const Schedule& schedule,
     values[f.column] = freed ? 1 : 0;
   }
   return true;
-}
-
-// A model too big for the method: FAILED_PRECONDITION (design.md 6), not
-// the overload code.
-absl::Status TooBig(int32_t ops, int64_t max_nonzeros) {
-  return absl::FailedPreconditionError(
-      absl::StrCat("OPTIMAL: the MILP of this ", ops, "-op graph has over ",
-                   max_nonzeros, " nonzeros (solver_max_nonzeros); use AUTO"));
-}
-
-// Sticky tensors (persistent, graph outputs) are never freed: constants of
-// the model, without S variables.
-bool IsSticky(const Tensor& tensor) {
-  return IsPersistentRole(tensor.role) || tensor.is_output;
-}
-
-// The last stage that may read each non-sticky tensor (its last reader, or a
-// later stage that recomputes a reader; -1 for sticky or unread ones), and
-// per op the largest horizon of its outputs.
-struct Horizons {
-  std::vector<int32_t> tensor;
-  std::vector<int32_t> op;
-};
-
-Horizons ComputeHorizons(const RematProblem& problem) {
-  const Graph& graph = problem.graph;
-  Horizons horizons{std::vector<int32_t>(graph.num_tensors(), -1),
-                    std::vector<int32_t>(graph.num_ops(), -1)};
-  std::vector<TensorIndex> order(graph.num_tensors());
-  for (TensorIndex x = 0; x < graph.num_tensors(); ++x) order[x] = x;
-  // Producers descending (graph inputs last), so readers' outputs come first.
-  std::stable_sort(order.begin(), order.end(),
-                   [&](TensorIndex a, TensorIndex b) {
-                     return graph.tensor(a).producer > graph.tensor(b).producer;
-                   });
-  for (TensorIndex x : order) {
-    const Tensor& tensor = graph.tensor(x);
-    if (IsSticky(tensor)) continue;
-    int32_t& horizon = horizons.tensor[x];
-    for (OpIndex r : tensor.readers) {
-      horizon = std::max(horizon, r);
-      if (problem.can_clone[r]) horizon = std::max(horizon, horizons.op[r]);
-    }
-    if (tensor.producer != kNoOp) {
-      horizons.op[tensor.producer] =
-          std::max(horizons.op[tensor.producer], horizon);
-    }
-  }
-  return horizons;
-}
-
-// Every R column is a nonzero of some row: refuse a model that is too big
-// from that count, in O(n), before allocating O(n^2) columns.
-absl::Status CheckRColumns(const RematProblem& problem,
-                           const std::vector<int32_t>& op_horizon,
-                           int64_t max_nonzeros) {
-  int64_t r_columns = 0;
-  for (OpIndex i = 0; i < problem.num_ops(); ++i) {
-    if (problem.can_clone[i]) r_columns += std::max(0, op_horizon[i] - i);
-  }
-  if (r_columns > max_nonzeros) return TooBig(problem.num_ops(), max_nonzeros);
-  return absl::OkStatus();
 }
 
 }  // namespace
@@ -440,7 +379,7 @@ absl::StatusOr<OptimalRecompute::Result> OptimalRecompute::Run(
       }
       previous_u = u;
       if (milp.nonzeros() > options_.max_nonzeros) {
-        return TooBig(n, options_.max_nonzeros);
+        return MilpTooBigError(n, options_.max_nonzeros);
       }
     }
     sticky_before += sticky_made[t];
