@@ -2,6 +2,8 @@
 // solver crash is INTERNAL for that request only, the address-space limit
 // is RESOURCE_EXHAUSTED, a too-big model never starts a child, and deadlines
 // and drains kill the child (in-process echod; SIGTERM to a real echod).
+#include "server/optimal_worker.h"
+
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -26,7 +28,9 @@
 #include "gtest/gtest.h"
 #include "http_get.h"
 #include "planner/memory_simulator.h"
+#include "server/child_process.h"
 #include "server/echo_server.h"
+#include "server/milp_worker.pb.h"
 #include "tests/unit/test_util.h"
 #include "tests/unit/too_big_graph.h"
 
@@ -119,6 +123,23 @@ class OptimalWorkerTest : public ::testing::Test {
     return std::make_unique<client::PlannerClient>(options);
   }
 
+  // A server whose OPTIMAL worker is a shell script running `command`.
+  void StartServerWithWorkerScript(const std::string& command) {
+    worker_script_ =
+        absl::StrCat(::testing::TempDir(), "/fake_worker_", ::getpid(), ".sh");
+    std::ofstream(worker_script_) << "#!/bin/sh\n" << command << "\n";
+    std::filesystem::permissions(worker_script_,
+                                 std::filesystem::perms::owner_all);
+    server::ServerOptions options;
+    options.optimal.worker_path = worker_script_;
+    StartServer(options);
+  }
+
+  void TearDown() override {
+    server_.reset();
+    if (!worker_script_.empty()) std::filesystem::remove(worker_script_);
+  }
+
   // The server answers at once, and no worker process is left.
   void ExpectServingWithoutWorkers() {
     EXPECT_TRUE(WaitFor(1.0,
@@ -139,6 +160,7 @@ class OptimalWorkerTest : public ::testing::Test {
 
   std::unique_ptr<server::EchoServer> server_;
   std::unique_ptr<client::PlannerClient> client_;
+  std::string worker_script_;
 };
 
 TEST_F(OptimalWorkerTest, PlansInAChildProcessAsBefore) {
@@ -163,13 +185,7 @@ TEST_F(OptimalWorkerTest, PlansInAChildProcessAsBefore) {
 
 TEST_F(OptimalWorkerTest, ASolverCrashIsInternalAndEchodKeepsServing) {
   // A worker that dies by SIGSEGV, as CBC does below.
-  const std::string crasher =
-      absl::StrCat(::testing::TempDir(), "/crashing_worker_", ::getpid());
-  std::ofstream(crasher) << "#!/bin/sh\nkill -SEGV $$\n";
-  std::filesystem::permissions(crasher, std::filesystem::perms::owner_all);
-  server::ServerOptions options;
-  options.optimal.worker_path = crasher;
-  StartServer(options);
+  StartServerWithWorkerScript("kill -SEGV $$");
   auto plan = client_->GenerateRecomputePlan(
       OptimalRequest("vgg16_b256_train", 0.9, 60));
   EXPECT_EQ(plan.status().code(), absl::StatusCode::kInternal);
@@ -180,7 +196,18 @@ TEST_F(OptimalWorkerTest, ASolverCrashIsInternalAndEchodKeepsServing) {
   EXPECT_THAT(testing::HttpGet(server_->metrics_endpoint(), "/metrics"),
               HasSubstr("echo_requests_total{code=\"INTERNAL\",method="
                         "\"GenerateRecomputePlan\"} 1"));
-  std::filesystem::remove(crasher);
+}
+
+TEST_F(OptimalWorkerTest, SigxcpuIsResourceExhausted) {
+  // What RLIMIT_CPU sends (MilpWorkerProcessTest checks the real limit).
+  StartServerWithWorkerScript("kill -XCPU $$");
+  auto plan = client_->GenerateRecomputePlan(
+      OptimalRequest("vgg16_b256_train", 0.9, 60));
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(plan.status().message()),
+              HasSubstr("OPTIMAL: the solver used its CPU-time limit "
+                        "(solver_time_limit_seconds 60 + 10 s)"));
+  ExpectServingWithoutWorkers();
 }
 
 TEST_F(OptimalWorkerTest, CbcsCrashOnFcn8IsInternalAndEchodKeepsServing) {
@@ -290,6 +317,25 @@ TEST_F(OptimalWorkerTest, ADrainKillsTheChildAtItsTimeout) {
   EXPECT_EQ(server_->live_optimal_workers(), 0);
   EXPECT_TRUE(ChildrenOf(::getpid()).empty());
   EXPECT_FALSE(call.get().ok());
+}
+
+// The worker itself, run as echod runs it: its CPU-time limit ends a long
+// solve by SIGXCPU.
+TEST(MilpWorkerProcessTest, ItsCpuLimitEndsItBySigxcpu) {
+  internal::MilpWorkerRequest work;
+  *work.mutable_request() = LongOptimalRequest();
+  for (int i = 0; i < work.request().graph().ops_size(); ++i) {
+    work.add_op_costs(1.0);
+  }
+  server::ChildRun run;
+  run.path = server::OptimalWorker(server::OptimalWorkerOptions()).path();
+  run.args = {"--cpu_seconds=1", "--address_space_bytes=4294967296"};
+  ASSERT_TRUE(work.SerializeToString(&run.input));
+  run.wall_limit_seconds = 120;
+  ASSERT_OK_AND_ASSIGN(const server::ChildResult result, server::RunChild(run));
+  EXPECT_EQ(result.signal, SIGXCPU) << "exit code " << result.exit_code;
+  EXPECT_GE(result.cpu_seconds, 0.9);
+  EXPECT_LT(result.cpu_seconds, 2.5);
 }
 
 // A real echod, stopped by SIGTERM with an OPTIMAL plan in flight, exits
