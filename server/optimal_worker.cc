@@ -26,7 +26,8 @@ std::string DefaultWorkerPath() {
 
 // The planner's status, carried as its code and message.
 absl::Status ReplyStatus(const internal::MilpWorkerReply& reply) {
-  if (reply.code() < 0 || reply.code() > 16) {
+  if (reply.code() < 0 ||
+      reply.code() > static_cast<int>(absl::StatusCode::kUnauthenticated)) {
     return absl::InternalError(
         absl::StrCat("OPTIMAL: the solver process answered with unknown code ",
                      reply.code(), ": ", reply.message()));
@@ -96,6 +97,9 @@ absl::StatusOr<v1::GenerateRecomputePlanResponse> OptimalWorker::Plan(
     return absl::InternalError(
         absl::StrCat("OPTIMAL: the solver process crashed: killed by ",
                      DescribeSignal(result.signal),
+                     result.signal == SIGKILL
+                         ? " (not sent by echod: the kernel's OOM killer?)"
+                         : "",
                      "; echod is unaffected; try policy AUTO, another "
                      "memory limit or another solver time limit"));
   }
