@@ -118,6 +118,8 @@ void FillPlanResponse(const planner::Graph& graph,
     response->add_stash_tensor_ids(graph.tensor(t).id);
   }
   response->set_stash_bytes(plan.stash_bytes);
+  response->set_plan_fingerprint(
+      planner::PlanFingerprint(graph, plan.schedule));
   response->set_stash_lower_bound_bytes(plan.stash_lower_bound_bytes);
   for (const planner::RecomputeRegionReport& region : plan.regions) {
     v1::RecomputeRegion* out = response->add_regions();

@@ -32,6 +32,10 @@ absl::StatusOr<std::unique_ptr<EchoServer>> EchoServer::Start(
   if (options.max_concurrent_requests <= 0) {
     return absl::InvalidArgumentError("--max_concurrent_requests must be > 0");
   }
+  if (options.optimal.memory_limit_bytes <= 0) {
+    return absl::InvalidArgumentError(
+        "--optimal_memory_limit_bytes must be > 0");
+  }
   if (options.grpc_address.empty() && options.unix_socket.empty()) {
     return absl::InvalidArgumentError(
         "nothing to listen on: set --grpc_address or --unix_socket");
@@ -71,8 +75,19 @@ absl::StatusOr<std::unique_ptr<EchoServer>> EchoServer::Start(
   server->service_ = std::make_unique<PlannerService>(
       PlannerServiceOptions{options.max_concurrent_requests,
                             options.worker_threads, options.heavy_graph_ops,
-                            server->authorizer_.get()},
+                            server->authorizer_.get(), options.optimal},
       server->metrics_.get(), server->profiler_.get());
+  if (absl::Status usable = server->service_->optimal_worker().CheckUsable();
+      !usable.ok()) {
+    // A path given explicitly must work; without the default one, only
+    // OPTIMAL is refused.
+    if (!options.optimal.worker_path.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--optimal_worker_path: ", options.optimal.worker_path,
+                       " is missing or not executable"));
+    }
+    spdlog::warn("{}", std::string(usable.message()));
+  }
   if (server->authorizer_->requires_token() && !options.grpc_address.empty() &&
       options.tls_cert_file.empty()) {
     spdlog::warn(
@@ -137,11 +152,13 @@ void EchoServer::Drain() {
       "(up to {:.1f} s)",
       options_.drain_timeout_seconds);
   server_->GetHealthCheckService()->SetServingStatus(false);
-  service_->StartDraining();
-  const auto deadline = std::chrono::system_clock::now() +
-                        std::chrono::milliseconds(static_cast<int64_t>(
-                            options_.drain_timeout_seconds * 1000));
-  server_->Shutdown(deadline);
+  const auto timeout = std::chrono::milliseconds(
+      static_cast<int64_t>(options_.drain_timeout_seconds * 1000));
+  // The service interrupts its own work (killing OPTIMAL's children) at the
+  // deadline, so that gRPC's Shutdown, which waits for every call to
+  // finish, returns then.
+  service_->StartDraining(std::chrono::steady_clock::now() + timeout);
+  server_->Shutdown(std::chrono::system_clock::now() + timeout);
   if (!options_.unix_socket.empty()) ::unlink(options_.unix_socket.c_str());
 }
 

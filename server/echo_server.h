@@ -34,6 +34,8 @@ struct ServerOptions {
   std::string unix_socket_group;
   AuthOptions auth;
   double drain_timeout_seconds = 10;
+  // OPTIMAL's child processes (PlannerServiceOptions).
+  OptimalWorkerOptions optimal;
   NodeProfilerOptions profiler;
 };
 
@@ -49,9 +51,14 @@ class EchoServer {
   std::string metrics_endpoint() const { return metrics_endpoint_; }
   ServerMetrics& metrics() { return *metrics_; }
   NodeProfiler& profiler() { return *profiler_; }
+  // OPTIMAL's worker processes running now.
+  int live_optimal_workers() const {
+    return service_->optimal_worker().live_children();
+  }
 
   // Health to NOT_SERVING, new requests UNAVAILABLE, in-flight requests get
-  // up to drain_timeout_seconds; then stops. Idempotent.
+  // up to drain_timeout_seconds (then OPTIMAL's children are killed and the
+  // rest is cancelled); then stops. Idempotent.
   void Drain();
   void Wait();
 

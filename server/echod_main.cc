@@ -46,6 +46,13 @@ ABSL_FLAG(std::vector<std::string>, profile_allowed_identities, {},
 ABSL_FLAG(double, drain_timeout_seconds, 10,
           "on SIGTERM, how long in-flight requests may finish");
 ABSL_FLAG(std::string, log_level, "info", "debug | info | warn | error");
+ABSL_FLAG(std::string, optimal_worker_path, "",
+          "the echo_milp_worker executable that runs policy OPTIMAL in a "
+          "child process (empty: the one next to echod)");
+ABSL_FLAG(int64_t, optimal_memory_limit_bytes,
+          echo::server::kDefaultOptimalMemoryLimitBytes,
+          "address-space limit (RLIMIT_AS) of each OPTIMAL child process; "
+          "beyond it the request gets RESOURCE_EXHAUSTED");
 ABSL_FLAG(bool, enable_profiling, false,
           "profile ops on this node's GPU (ProfileOps, and plans that use it)");
 ABSL_FLAG(std::string, profile_cache_dir, "",
@@ -71,6 +78,8 @@ constexpr const char* kEnvFlags[] = {
     "profile_allowed_identities",
     "drain_timeout_seconds",
     "log_level",
+    "optimal_worker_path",
+    "optimal_memory_limit_bytes",
     "enable_profiling",
     "profile_cache_dir",
     "profile_memory_fraction",
@@ -151,6 +160,9 @@ int main(int argc, char** argv) {
   options.auth.profile_allowed_identities =
       absl::GetFlag(FLAGS_profile_allowed_identities);
   options.drain_timeout_seconds = absl::GetFlag(FLAGS_drain_timeout_seconds);
+  options.optimal.worker_path = absl::GetFlag(FLAGS_optimal_worker_path);
+  options.optimal.memory_limit_bytes =
+      absl::GetFlag(FLAGS_optimal_memory_limit_bytes);
   options.profiler.enable_profiling = absl::GetFlag(FLAGS_enable_profiling);
   options.profiler.memory_fraction =
       absl::GetFlag(FLAGS_profile_memory_fraction);

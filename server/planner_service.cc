@@ -25,21 +25,6 @@
 
 namespace echo::server {
 
-// The call's cancellation and deadline, for the planner's cooperative
-// checks: heavy work stops once the client is gone.
-planner::Interrupt InterruptFor(grpc::CallbackServerContext* context) {
-  const auto deadline = context->deadline();
-  return [context, deadline]() -> absl::Status {
-    if (context->IsCancelled()) {
-      return absl::CancelledError("the client cancelled the call");
-    }
-    if (std::chrono::system_clock::now() > deadline) {
-      return absl::DeadlineExceededError("the call's deadline passed");
-    }
-    return absl::OkStatus();
-  };
-}
-
 bool NamesDevice(const v1::DeviceSpec& device) {
   return !device.name().empty() || device.memory_bytes() != 0 ||
          device.peak_flops_size() > 0 ||
@@ -48,7 +33,10 @@ bool NamesDevice(const v1::DeviceSpec& device) {
 
 PlannerService::PlannerService(PlannerServiceOptions options,
                                ServerMetrics* metrics, NodeProfiler* profiler)
-    : options_(options), metrics_(metrics), profiler_(profiler) {
+    : options_(options),
+      metrics_(metrics),
+      profiler_(profiler),
+      optimal_(options.optimal) {
   int threads = options_.worker_threads;
   if (threads <= 0) {
     threads =
@@ -61,6 +49,25 @@ PlannerService::PlannerService(PlannerServiceOptions options,
       threads,
       static_cast<size_t>(std::max(1, options_.max_concurrent_requests)),
       kWorkerNiceIncrement);
+}
+
+planner::Interrupt PlannerService::InterruptFor(
+    grpc::CallbackServerContext* context) const {
+  const auto deadline = context->deadline();
+  return [this, context, deadline]() -> absl::Status {
+    if (context->IsCancelled()) {
+      return absl::CancelledError("the client cancelled the call");
+    }
+    if (std::chrono::system_clock::now() > deadline) {
+      return absl::DeadlineExceededError("the call's deadline passed");
+    }
+    if (draining_ && std::chrono::steady_clock::now() >= abort_at_) {
+      return absl::UnavailableError(
+          "echod is shutting down and its drain timeout passed; retry on "
+          "another node");
+    }
+    return absl::OkStatus();
+  };
 }
 
 template <typename Request, typename Response>
@@ -184,6 +191,20 @@ grpc::ServerUnaryReactor* PlannerService::GenerateRecomputePlan(
                   &PlannerService::DoGenerateRecomputePlan);
 }
 
+absl::Status PlannerService::PlanOptimal(
+    const v1::GenerateRecomputePlanRequest& request, const CostedGraph& costed,
+    const planner::RecomputePlanOptions& options,
+    v1::GenerateRecomputePlanResponse* response) {
+  // Bad options and a model too big for the MILP are refused here, in
+  // O(graph), before a child process is started.
+  const std::vector<double> costs = costed.costs.Costs();
+  RETURN_IF_ERROR(planner::PrecheckRecomputePlan(costed.graph, costs, options));
+  ASSIGN_OR_RETURN(*response, optimal_.Plan(request, costs,
+                                            options.solver_time_limit_seconds,
+                                            options.interrupted));
+  return absl::OkStatus();
+}
+
 grpc::ServerUnaryReactor* PlannerService::CheckFit(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
@@ -274,25 +295,30 @@ absl::Status PlannerService::DoGenerateRecomputePlan(
   const std::string policy(planner::RecomputePolicyName(options.policy));
   absl::StatusOr<CostedGraph> costed =
       PrepareGraph("GenerateRecomputePlan", request.graph(), &request.device());
-  absl::StatusOr<planner::RecomputePlan> plan =
-      costed.ok() ? planner::GenerateRecomputePlan(
-                        costed->graph, costed->costs.Costs(), options)
-                  : absl::StatusOr<planner::RecomputePlan>(costed.status());
-  if (!plan.ok()) {
-    if (metrics_ != nullptr) metrics_->RecordPlan(policy, "error", 0, 0, 0);
-    return plan.status();
+  absl::Status planned = costed.status();
+  if (planned.ok() && options.policy == planner::RecomputePolicy::kOptimal) {
+    planned = PlanOptimal(request, *costed, options, response);
+  } else if (planned.ok()) {
+    absl::StatusOr<planner::RecomputePlan> plan =
+        planner::GenerateRecomputePlan(costed->graph, costed->costs.Costs(),
+                                       options);
+    planned = plan.status();
+    if (plan.ok()) {
+      adapter::FillPlanResponse(costed->graph, *plan, options.policy, response);
+    }
   }
-  adapter::FillPlanResponse(costed->graph, *plan, options.policy, response);
-  response->set_plan_fingerprint(
-      planner::PlanFingerprint(costed->graph, plan->schedule));
+  if (!planned.ok()) {
+    if (metrics_ != nullptr) metrics_->RecordPlan(policy, "error", 0, 0, 0);
+    return planned;
+  }
   response->set_cost_unit(costed->costs.unit);
   adapter::CostSourceSummaryToProto(costed->costs.Summary(),
                                     response->mutable_cost_sources());
   if (metrics_ != nullptr) {
-    metrics_->RecordPlan(policy, plan->feasible ? "feasible" : "infeasible",
-                         plan->baseline_peak_bytes - plan->planned_peak_bytes,
-                         plan->recompute_overhead_ratio,
-                         plan->solve_time_seconds);
+    metrics_->RecordPlan(
+        policy, response->feasible() ? "feasible" : "infeasible",
+        response->baseline_peak_bytes() - response->planned_peak_bytes(),
+        response->recompute_overhead_ratio(), response->solve_time_seconds());
   }
   return absl::OkStatus();
 }

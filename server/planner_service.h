@@ -20,6 +20,7 @@
 #include "planner/recompute/plan.h"
 #include "server/call_authorizer.h"
 #include "server/metrics.h"
+#include "server/optimal_worker.h"
 #include "server/profiler/node_profiler.h"
 #include "server/worker_pool.h"
 
@@ -36,9 +37,6 @@ inline constexpr int kWorkerNiceIncrement = 10;
 // Graphs with at least this many ops are planned on the worker pool.
 inline constexpr int kDefaultHeavyGraphOps = 1000;
 
-// The call's cancellation and deadline, for the planner's cooperative
-// checks: heavy work stops once the client is gone.
-planner::Interrupt InterruptFor(grpc::CallbackServerContext* context);
 // Whether a request's device field names a device at all.
 bool NamesDevice(const v1::DeviceSpec& device);
 
@@ -53,6 +51,8 @@ struct PlannerServiceOptions {
   // Checks every call's credentials first; nullptr: all calls allowed.
   // Must outlive the service.
   const CallAuthorizer* authorizer = nullptr;
+  // Where and under which limits OPTIMAL's child processes run.
+  OptimalWorkerOptions optimal;
 };
 
 // Every method is a raw handler: the service parses the request itself
@@ -76,8 +76,16 @@ class PlannerService final : public RawPlannerService {
   PlannerService(PlannerServiceOptions options, ServerMetrics* metrics,
                  NodeProfiler* profiler);
 
-  // While draining, new requests get UNAVAILABLE.
-  void StartDraining() { draining_ = true; }
+  // While draining, new requests get UNAVAILABLE; at `abort_at` the work
+  // still in flight is interrupted (OPTIMAL's children killed, AUTO stopped)
+  // and answers UNAVAILABLE.
+  void StartDraining(std::chrono::steady_clock::time_point abort_at =
+                         std::chrono::steady_clock::time_point::max()) {
+    abort_at_ = abort_at;
+    draining_ = true;
+  }
+
+  const OptimalWorker& optimal_worker() const { return optimal_; }
 
   grpc::ServerUnaryReactor* EstimateMemory(grpc::CallbackServerContext* context,
                                            const grpc::ByteBuffer* request,
@@ -138,6 +146,14 @@ class PlannerService final : public RawPlannerService {
                 grpc::ServerUnaryReactor* reactor, const char* method,
                 std::chrono::steady_clock::time_point start, bool admitted,
                 const absl::Status& status);
+  // The call's cancellation and deadline, and the drain's abort time, for
+  // the planner's cooperative checks and OPTIMAL's child processes.
+  planner::Interrupt InterruptFor(grpc::CallbackServerContext* context) const;
+  // OPTIMAL in a child process; the caller fills the cost unit and sources.
+  absl::Status PlanOptimal(const v1::GenerateRecomputePlanRequest& request,
+                           const CostedGraph& costed,
+                           const planner::RecomputePlanOptions& options,
+                           v1::GenerateRecomputePlanResponse* response);
   Lane LaneFor(const v1::Graph& graph) const {
     return graph.ops_size() >= options_.heavy_graph_ops ? Lane::kPool
                                                         : Lane::kInline;
@@ -185,6 +201,10 @@ class PlannerService final : public RawPlannerService {
   NodeProfiler* profiler_;
   std::atomic<int> in_flight_{0};
   std::atomic<bool> draining_{false};
+  // Written before draining_ is set, read after it is seen set.
+  std::chrono::steady_clock::time_point abort_at_ =
+      std::chrono::steady_clock::time_point::max();
+  OptimalWorker optimal_;
   // Declared last: destroyed first, finishing what it has queued while the
   // members its tasks use are still alive.
   std::unique_ptr<WorkerPool> workers_;

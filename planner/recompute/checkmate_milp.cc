@@ -12,6 +12,8 @@
 #include "OsiClpSolverInterface.hpp"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "planner/recompute/milp_horizons.h"
+#include "planner/status_macros.h"
 
 namespace echo::planner {
 namespace {
@@ -177,15 +179,13 @@ bool WarmStartValues(const RematProblem& problem, const Schedule& schedule,
   return true;
 }
 
-// A model too big for the method: FAILED_PRECONDITION (design.md 6), not
-// the overload code.
-absl::Status TooBig(int32_t ops, int64_t max_nonzeros) {
-  return absl::FailedPreconditionError(
-      absl::StrCat("OPTIMAL: the MILP of this ", ops, "-op graph has over ",
-                   max_nonzeros, " nonzeros (solver_max_nonzeros); use AUTO"));
-}
-
 }  // namespace
+
+absl::Status OptimalRecompute::CheckModelSize(
+    const RematProblem& problem) const {
+  return CheckRColumns(problem, ComputeHorizons(problem).op,
+                       options_.max_nonzeros);
+}
 
 absl::StatusOr<OptimalRecompute::Result> OptimalRecompute::Run(
     const RematProblem& problem) {
@@ -208,50 +208,24 @@ absl::StatusOr<OptimalRecompute::Result> OptimalRecompute::Run(
   };
 
   // Tensors: sticky ones (persistent, graph outputs) are constants; the
-  // others get S variables up to their horizon: the last stage that may read
-  // them (their last reader, or a later stage that recomputes a reader).
+  // others get S variables up to their horizon.
   std::vector<uint8_t> sticky(graph.num_tensors(), 0);
-  std::vector<int32_t> horizon(graph.num_tensors(), -1);
-  std::vector<int32_t> op_horizon(n, -1);  // max horizon of an op's outputs
-  double always = 0;                       // from the start
-  std::vector<double> sticky_made(n, 0);   // sticky outputs made by op t
-  std::vector<TensorIndex> order(graph.num_tensors());
-  for (TensorIndex x = 0; x < graph.num_tensors(); ++x) order[x] = x;
-  // Producers descending (graph inputs last), so readers' outputs come first.
-  std::stable_sort(order.begin(), order.end(),
-                   [&](TensorIndex a, TensorIndex b) {
-                     return graph.tensor(a).producer > graph.tensor(b).producer;
-                   });
-  for (TensorIndex x : order) {
+  double always = 0;                      // from the start
+  std::vector<double> sticky_made(n, 0);  // sticky outputs made by op t
+  for (TensorIndex x = 0; x < graph.num_tensors(); ++x) {
     const Tensor& tensor = graph.tensor(x);
-    if (IsPersistentRole(tensor.role) || tensor.is_output) {
-      sticky[x] = 1;
-      if (tensor.producer == kNoOp) {
-        always += mem(x);
-      } else {
-        sticky_made[tensor.producer] += mem(x);
-      }
-      continue;
-    }
-    for (OpIndex r : tensor.readers) {
-      horizon[x] = std::max(horizon[x], r);
-      if (problem.can_clone[r])
-        horizon[x] = std::max(horizon[x], op_horizon[r]);
-    }
-    if (tensor.producer != kNoOp) {
-      op_horizon[tensor.producer] =
-          std::max(op_horizon[tensor.producer], horizon[x]);
+    if (!IsSticky(tensor)) continue;
+    sticky[x] = 1;
+    if (tensor.producer == kNoOp) {
+      always += mem(x);
+    } else {
+      sticky_made[tensor.producer] += mem(x);
     }
   }
-
-  // Every R column is a nonzero of some row: refuse a model that is too big
-  // from that count, in O(n), before allocating O(n^2) columns.
-  int64_t r_columns = 0;
-  for (OpIndex i = 0; i < n; ++i) {
-    if (problem.can_clone[i]) r_columns += std::max(0, op_horizon[i] - i);
-  }
-  if (r_columns > options_.max_nonzeros)
-    return TooBig(n, options_.max_nonzeros);
+  const Horizons horizons = ComputeHorizons(problem);
+  const std::vector<int32_t>& horizon = horizons.tensor;
+  const std::vector<int32_t>& op_horizon = horizons.op;
+  RETURN_IF_ERROR(CheckRColumns(problem, op_horizon, options_.max_nonzeros));
 
   // R[t,i]: op i runs again in stage t (i < t) while its outputs may still
   // be read; R[t,t] = 1.
@@ -405,7 +379,7 @@ absl::StatusOr<OptimalRecompute::Result> OptimalRecompute::Run(
       }
       previous_u = u;
       if (milp.nonzeros() > options_.max_nonzeros) {
-        return TooBig(n, options_.max_nonzeros);
+        return MilpTooBigError(n, options_.max_nonzeros);
       }
     }
     sticky_before += sticky_made[t];

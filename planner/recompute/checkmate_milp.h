@@ -40,6 +40,10 @@ class OptimalRecompute {
   };
 
   explicit OptimalRecompute(Options options) : options_(std::move(options)) {}
+  // FAILED_PRECONDITION when the model would have over max_nonzeros
+  // nonzeros, from a count in O(graph) that allocates nothing of the model;
+  // Run checks it first.
+  absl::Status CheckModelSize(const RematProblem& problem) const;
   absl::StatusOr<Result> Run(const RematProblem& problem);
 
  private:

@@ -45,6 +45,12 @@ class RecomputePass {
   virtual absl::Status CheckOptions(const RecomputePlanOptions&) const {
     return absl::OkStatus();
   }
+  // Refusals that need the problem but no planning (OPTIMAL: a model too
+  // big, FAILED_PRECONDITION), in O(graph); GenerateRecomputePlan runs it
+  // before Run.
+  virtual absl::Status Precheck(const PassInput&) const {
+    return absl::OkStatus();
+  }
   virtual absl::StatusOr<PassOutput> Run(const PassInput& input) const = 0;
 };
 

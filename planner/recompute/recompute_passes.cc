@@ -184,21 +184,21 @@ class OptimalPass final : public RecomputePass {
     }
     return absl::OkStatus();
   }
+  absl::Status Precheck(const PassInput& input) const override {
+    if (ProvenInfeasible(input)) return absl::OkStatus();  // no MILP
+    return OptimalRecompute(MilpOptions(input)).CheckModelSize(input.problem);
+  }
   absl::StatusOr<PassOutput> Run(const PassInput& input) const override {
     const Graph& graph = input.problem.graph;
-    const int64_t limit = *input.options.memory_limit_bytes;
     PassOutput output;
-    if (limit < PeakLowerBound(graph, input.problem.memory)) {
-      // Proven without the solver.
+    if (ProvenInfeasible(input)) {
       output.solver_status = "infeasible";
       output.limit_reachable = false;
       output.schedule = PlainSchedule(graph);
       return output;
     }
-    OptimalRecompute::Options milp_options;
-    milp_options.memory_limit_bytes = limit;
-    milp_options.time_limit_seconds = input.options.solver_time_limit_seconds;
-    milp_options.max_nonzeros = input.options.solver_max_nonzeros;
+    OptimalRecompute::Options milp_options = MilpOptions(input);
+    const int64_t limit = milp_options.memory_limit_bytes;
     ASSIGN_OR_RETURN(Evaluated start, RunAuto(input));
     if (start.peak <= limit)
       milp_options.warm_start = std::move(start.schedule);
@@ -211,6 +211,20 @@ class OptimalPass final : public RecomputePass {
     output.schedule = output.limit_reachable ? std::move(result.schedule)
                                              : PlainSchedule(graph);
     return output;
+  }
+
+ private:
+  // The limit is below every schedule's peak: proven without the solver.
+  static bool ProvenInfeasible(const PassInput& input) {
+    return *input.options.memory_limit_bytes <
+           PeakLowerBound(input.problem.graph, input.problem.memory);
+  }
+  static OptimalRecompute::Options MilpOptions(const PassInput& input) {
+    OptimalRecompute::Options options;
+    options.memory_limit_bytes = *input.options.memory_limit_bytes;
+    options.time_limit_seconds = input.options.solver_time_limit_seconds;
+    options.max_nonzeros = input.options.solver_max_nonzeros;
+    return options;
   }
 };
 

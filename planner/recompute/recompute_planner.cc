@@ -68,24 +68,49 @@ absl::Status Validate(const Graph& graph, const std::vector<double>& op_costs,
   return ValidateMemoryModelOptions(options.memory);
 }
 
-}  // namespace
-
-absl::StatusOr<RecomputePlan> GenerateRecomputePlan(
+// The policy's pass, once the inputs and its options are valid.
+absl::StatusOr<const RecomputePass*> CheckedPass(
     const Graph& graph, const std::vector<double>& op_costs,
     const RecomputePlanOptions& options) {
   RETURN_IF_ERROR(Validate(graph, op_costs, options));
   const RecomputePass& pass = RecomputePassFor(options.policy);
   RETURN_IF_ERROR(pass.CheckOptions(options));
-  const auto start = std::chrono::steady_clock::now();
-  const RematProblem problem(graph, op_costs, options.memory);
-  const int64_t baseline_peak = SimulatePlain(graph, options.memory).peak_bytes;
+  return &pass;
+}
+
+PassInput MakePassInput(const RematProblem& problem,
+                        const RecomputePlanOptions& options) {
   PassInput input{problem, options};
   input.max_overhead_ratio =
       options.max_overhead_ratio.value_or(kDefaultMaxOverheadRatio);
   input.cost_budget =
       input.max_overhead_ratio * problem.baseline_cost * (1 + kBudgetSlack);
+  return input;
+}
+
+}  // namespace
+
+absl::Status PrecheckRecomputePlan(const Graph& graph,
+                                   const std::vector<double>& op_costs,
+                                   const RecomputePlanOptions& options) {
+  ASSIGN_OR_RETURN(const RecomputePass* pass,
+                   CheckedPass(graph, op_costs, options));
+  const RematProblem problem(graph, op_costs, options.memory);
+  return pass->Precheck(MakePassInput(problem, options));
+}
+
+absl::StatusOr<RecomputePlan> GenerateRecomputePlan(
+    const Graph& graph, const std::vector<double>& op_costs,
+    const RecomputePlanOptions& options) {
+  ASSIGN_OR_RETURN(const RecomputePass* pass,
+                   CheckedPass(graph, op_costs, options));
+  const auto start = std::chrono::steady_clock::now();
+  const RematProblem problem(graph, op_costs, options.memory);
+  const int64_t baseline_peak = SimulatePlain(graph, options.memory).peak_bytes;
+  const PassInput input = MakePassInput(problem, options);
+  RETURN_IF_ERROR(pass->Precheck(input));
   if (options.interrupted) RETURN_IF_ERROR(options.interrupted());
-  ASSIGN_OR_RETURN(PassOutput output, pass.Run(input));
+  ASSIGN_OR_RETURN(PassOutput output, pass->Run(input));
   if (options.interrupted) RETURN_IF_ERROR(options.interrupted());
 
   absl::StatusOr<RecomputePlan> plan =

@@ -36,6 +36,14 @@ absl::StatusOr<RecomputePlan> GenerateRecomputePlan(
     const Graph& graph, const std::vector<double>& op_costs,
     const RecomputePlanOptions& options);
 
+// What GenerateRecomputePlan refuses before planning (bad inputs and
+// options: INVALID_ARGUMENT; an OPTIMAL model too big for the solver:
+// FAILED_PRECONDITION), without planning, in O(graph): for callers that
+// plan elsewhere (echod runs OPTIMAL in a child process).
+absl::Status PrecheckRecomputePlan(const Graph& graph,
+                                   const std::vector<double>& op_costs,
+                                   const RecomputePlanOptions& options);
+
 }  // namespace echo::planner
 
 #endif  // ECHO_PLANNER_RECOMPUTE_RECOMPUTE_PLANNER_H_

@@ -10,6 +10,7 @@
 #include "planner/recompute/recompute_planner.h"
 #include "planner/recompute/remat_problem.h"
 #include "test_util.h"
+#include "too_big_graph.h"
 
 namespace echo::planner {
 namespace {
@@ -367,23 +368,8 @@ TEST(RecomputePlanTest, AnInterruptedPlanStopsWithTheCallersStatus) {
 }
 
 TEST(RecomputePlanTest, OptimalRefusesATooBigModelBeforeBuildingIt) {
-  // A 3000-op chain whose backward reads every forward output: ~2.25M R
-  // columns, refused from their count alone (building them took GBs).
-  constexpr int kLayers = 1500;
-  std::string text = "tensor x 10 input\n";
-  std::string previous = "x";
-  for (int i = 0; i < kLayers; ++i) {
-    absl::StrAppend(&text, "op f", i, " fwd elementwise ", previous, " -> a", i,
-                    ":100 cost=1\n");
-    previous = absl::StrCat("a", i);
-  }
-  std::string grad = previous;
-  for (int i = kLayers - 1; i >= 0; --i) {
-    absl::StrAppend(&text, "op b", i, " bwd elementwise ", grad, " a", i,
-                    " -> g", i, ":100 cost=1\n");
-    grad = absl::StrCat("g", i);
-  }
-  Graph graph = testing::ParseOrFail(text);
+  // Refused from the R columns' count alone (building them took GBs).
+  Graph graph = testing::ParseOrFail(testing::TooBigForOptimalText());
   RecomputePlanOptions options;
   options.policy = RecomputePolicy::kOptimal;
   options.memory_limit_bytes = 10000;
@@ -394,6 +380,20 @@ TEST(RecomputePlanTest, OptimalRefusesATooBigModelBeforeBuildingIt) {
   EXPECT_THAT(std::string(plan.status().message()),
               HasSubstr("MILP of this 3000-op graph has over 250000 nonzeros "
                         "(solver_max_nonzeros); use AUTO"));
+  // The precheck (what echod runs before starting a solver process) refuses
+  // it the same way without planning.
+  EXPECT_EQ(
+      PrecheckRecomputePlan(graph, testing::RelativeCosts(graph), options),
+      plan.status());
+  // A limit below every schedule's peak needs no MILP: not refused.
+  options.memory_limit_bytes = 10;
+  EXPECT_OK(
+      PrecheckRecomputePlan(graph, testing::RelativeCosts(graph), options));
+  // Bad options are refused as GenerateRecomputePlan refuses them.
+  options.memory_limit_bytes.reset();
+  EXPECT_EQ(PrecheckRecomputePlan(graph, testing::RelativeCosts(graph), options)
+                .code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(RecomputePlanTest, OptimalMatchesTheHandOptimum) {

@@ -149,6 +149,8 @@ export function checkDockerfile(text) {
   if (!/cmake\s+-S\s+\.\s+-B\s+build/.test(buildRuns)) problems.push("build stage does not configure with `cmake -S . -B build`");
   if (!/-DECHO_WITH_CUDA=/.test(buildRuns)) problems.push("build stage does not pass -DECHO_WITH_CUDA");
   if (!/build\/bin\/echod/.test(buildRuns) || !/build\/bin\/echoctl/.test(buildRuns)) problems.push("build stage does not collect build/bin/echod and build/bin/echoctl");
+  // echod runs policy OPTIMAL in this child process, found next to echod.
+  if (!/build\/bin\/echo_milp_worker/.test(buildRuns)) problems.push("build stage does not collect build/bin/echo_milp_worker (OPTIMAL's child process)");
 
   for (const s of stages) {
     for (const name of stageEnv(s)) {

@@ -23,6 +23,8 @@ export const FLAG_ENV = new Set([
   "ECHO_PROFILE_ALLOWED_IDENTITIES",
   "ECHO_DRAIN_TIMEOUT_SECONDS",
   "ECHO_LOG_LEVEL",
+  "ECHO_OPTIMAL_WORKER_PATH",
+  "ECHO_OPTIMAL_MEMORY_LIMIT_BYTES",
 ]);
 
 export const LOG_LEVELS = new Set(["debug", "info", "warn", "error"]);

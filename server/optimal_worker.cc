@@ -1,0 +1,129 @@
+#include "server/optimal_worker.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <system_error>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "planner/status_macros.h"
+#include "server/child_process.h"
+#include "server/milp_worker.pb.h"
+
+namespace echo::server {
+namespace {
+
+std::string DefaultWorkerPath() {
+  std::error_code error;
+  const std::filesystem::path self =
+      std::filesystem::read_symlink("/proc/self/exe", error);
+  if (error) return kMilpWorkerName;
+  return (self.parent_path() / kMilpWorkerName).string();
+}
+
+// The planner's status, carried as its code and message.
+absl::Status ReplyStatus(const internal::MilpWorkerReply& reply) {
+  if (reply.code() < 0 ||
+      reply.code() > static_cast<int>(absl::StatusCode::kUnauthenticated)) {
+    return absl::InternalError(
+        absl::StrCat("OPTIMAL: the solver process answered with unknown code ",
+                     reply.code(), ": ", reply.message()));
+  }
+  return absl::Status(static_cast<absl::StatusCode>(reply.code()),
+                      reply.message());
+}
+
+}  // namespace
+
+OptimalWorker::OptimalWorker(const OptimalWorkerOptions& options)
+    : path_(options.worker_path.empty() ? DefaultWorkerPath()
+                                        : options.worker_path),
+      memory_limit_bytes_(options.memory_limit_bytes) {}
+
+absl::Status OptimalWorker::CheckUsable() const {
+  if (::access(path_.c_str(), X_OK) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "policy OPTIMAL needs its solver process, ", path_,
+        ", which is missing or not executable (install ", kMilpWorkerName,
+        " next to echod or set --optimal_worker_path)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::GenerateRecomputePlanResponse> OptimalWorker::Plan(
+    const v1::GenerateRecomputePlanRequest& request,
+    const std::vector<double>& op_costs, double solver_time_limit_seconds,
+    const planner::Interrupt& interrupted) {
+  RETURN_IF_ERROR(CheckUsable());
+  const int64_t time_limit = static_cast<int64_t>(
+      std::ceil(solver_time_limit_seconds + kOptimalTimeMarginSeconds));
+  internal::MilpWorkerRequest work;
+  *work.mutable_request() = request;
+  work.mutable_op_costs()->Assign(op_costs.begin(), op_costs.end());
+  ChildRun run;
+  run.path = path_;
+  run.args = {absl::StrCat("--cpu_seconds=", time_limit),
+              absl::StrCat("--address_space_bytes=", memory_limit_bytes_)};
+  if (!work.SerializeToString(&run.input)) {
+    return absl::InternalError("OPTIMAL: cannot serialize the request");
+  }
+  // CBC keeps to its limit in elapsed time; the wall limit catches the steps
+  // it cannot interrupt, with slack for a loaded node.
+  run.wall_limit_seconds = kOptimalWallSlack * static_cast<double>(time_limit);
+  run.interrupted = interrupted;
+  ASSIGN_OR_RETURN(const ChildResult result, RunChild(run, &live_children_));
+
+  const std::string limits =
+      absl::StrFormat("solver_time_limit_seconds %g + %g s",
+                      solver_time_limit_seconds, kOptimalTimeMarginSeconds);
+  if (result.wall_limit_hit) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "OPTIMAL: the solver did not stop within %g times its time limit "
+        "(%s) and was killed after %.1f s; use AUTO",
+        kOptimalWallSlack, limits, result.wall_seconds));
+  }
+  if (result.signal == SIGXCPU ||
+      (result.signal == SIGKILL &&
+       result.cpu_seconds >= static_cast<double>(time_limit))) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "OPTIMAL: the solver used its CPU-time limit (%s) and was killed "
+        "after %.1f CPU s; use AUTO",
+        limits, result.cpu_seconds));
+  }
+  if (result.signal != 0) {
+    return absl::InternalError(
+        absl::StrCat("OPTIMAL: the solver process crashed: killed by ",
+                     DescribeSignal(result.signal),
+                     result.signal == SIGKILL
+                         ? " (not sent by echod: the kernel's OOM killer?)"
+                         : "",
+                     "; echod is unaffected; try policy AUTO, another "
+                     "memory limit or another solver time limit"));
+  }
+  if (result.exit_code == kMilpWorkerExitOutOfMemory) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "OPTIMAL: the solver process ran out of memory: its address space is "
+        "limited to ",
+        memory_limit_bytes_,
+        " bytes (--optimal_memory_limit_bytes); use AUTO or a smaller "
+        "graph"));
+  }
+  if (result.exit_code != 0) {
+    return absl::InternalError(absl::StrCat(
+        "OPTIMAL: the solver process ", path_, " exited with status ",
+        result.exit_code, " (its stderr is in echod's log)"));
+  }
+  internal::MilpWorkerReply reply;
+  if (!reply.ParseFromString(result.output)) {
+    return absl::InternalError(absl::StrCat(
+        "OPTIMAL: the solver process ", path_, " wrote an unreadable reply (",
+        result.output.size(), " bytes)"));
+  }
+  RETURN_IF_ERROR(ReplyStatus(reply));
+  return std::move(*reply.mutable_response());
+}
+
+}  // namespace echo::server
