@@ -72,6 +72,7 @@ ECHO_CLIENT_UNARY(GenerateRecomputePlan, GenerateRecomputePlanRequest,
                   GenerateRecomputePlanResponse)
 ECHO_CLIENT_UNARY(CheckFit, CheckFitRequest, CheckFitResponse)
 ECHO_CLIENT_UNARY(ProfileOps, ProfileOpsRequest, ProfileOpsResponse)
+ECHO_CLIENT_UNARY(RegisterGraph, RegisterGraphRequest, RegisterGraphResponse)
 #undef ECHO_CLIENT_UNARY
 
 absl::StatusOr<v1::GetNodeInfoResponse> PlannerClient::GetNodeInfo() {

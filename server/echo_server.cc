@@ -92,7 +92,9 @@ absl::StatusOr<std::unique_ptr<EchoServer>> EchoServer::Start(
                                                   : options.profiler.cache_dir);
   server->service_ = std::make_unique<PlannerService>(
       PlannerServiceOptions{options.max_concurrent_requests,
-                            options.worker_threads, options.heavy_graph_ops},
+                            options.worker_threads, options.heavy_graph_ops,
+                            options.graph_cache_bytes,
+                            options.answer_cache_bytes},
       server->metrics_.get(), server->profiler_.get());
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

@@ -9,10 +9,20 @@
 #include "grpcpp/support/status.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
+#include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
 
 namespace echo::server {
+
+// One bounded cache's gauges and counters (label cache="graph" | "answer").
+struct CacheMetrics {
+  prometheus::Gauge& entries;
+  prometheus::Gauge& bytes;
+  prometheus::Counter& hits;
+  prometheus::Counter& misses;
+  prometheus::Counter& evictions;
+};
 
 class ServerMetrics {
  public:
@@ -29,6 +39,9 @@ class ServerMetrics {
   void RecordPlan(const std::string& policy, const std::string& outcome,
                   int64_t bytes_saved, double overhead_ratio,
                   double solve_seconds);
+  // echo_cache_{entries,bytes} and echo_cache_{hits,misses,evictions}_total
+  // of the cache named `cache`.
+  CacheMetrics ForCache(const std::string& cache);
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
@@ -41,6 +54,11 @@ class ServerMetrics {
   prometheus::Family<prometheus::Counter>& bytes_saved_total_;
   prometheus::Family<prometheus::Histogram>& plan_overhead_;
   prometheus::Family<prometheus::Histogram>& plan_solve_duration_;
+  prometheus::Family<prometheus::Gauge>& cache_entries_;
+  prometheus::Family<prometheus::Gauge>& cache_bytes_;
+  prometheus::Family<prometheus::Counter>& cache_hits_;
+  prometheus::Family<prometheus::Counter>& cache_misses_;
+  prometheus::Family<prometheus::Counter>& cache_evictions_;
 };
 
 }  // namespace echo::server

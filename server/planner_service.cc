@@ -14,6 +14,7 @@
 #include "planner/recompute/fit_check.h"
 #include "planner/recompute/recompute_planner.h"
 #include "planner/status_macros.h"
+#include "server/call_context.h"
 #include "server/guarded_call.h"
 #include "server/status_map.h"
 #include "spdlog/spdlog.h"
@@ -24,34 +25,13 @@
 
 namespace echo::server {
 
-namespace {
-
-// The call's cancellation and deadline, for the planner's cooperative
-// checks: heavy work stops once the client is gone.
-planner::Interrupt InterruptFor(grpc::CallbackServerContext* context) {
-  const auto deadline = context->deadline();
-  return [context, deadline]() -> absl::Status {
-    if (context->IsCancelled()) {
-      return absl::CancelledError("the client cancelled the call");
-    }
-    if (std::chrono::system_clock::now() > deadline) {
-      return absl::DeadlineExceededError("the call's deadline passed");
-    }
-    return absl::OkStatus();
-  };
-}
-
-bool NamesDevice(const v1::DeviceSpec& device) {
-  return !device.name().empty() || device.memory_bytes() != 0 ||
-         device.peak_flops_size() > 0 ||
-         device.memory_bandwidth_bytes_per_second() != 0;
-}
-
-}  // namespace
-
 PlannerService::PlannerService(PlannerServiceOptions options,
                                ServerMetrics* metrics, NodeProfiler* profiler)
-    : options_(options), metrics_(metrics), profiler_(profiler) {
+    : options_(options),
+      metrics_(metrics),
+      profiler_(profiler),
+      registry_(std::make_unique<GraphRegistry>(
+          options_.graph_cache_bytes, options_.answer_cache_bytes, metrics)) {
   int threads = options_.worker_threads;
   if (threads <= 0) {
     threads =
@@ -118,9 +98,9 @@ void PlannerService::Complete(grpc::CallbackServerContext* context,
 }
 
 absl::StatusOr<PlannerService::CostedGraph> PlannerService::PrepareGraph(
-    const char* method, const v1::Graph& proto, const v1::DeviceSpec* device) {
-  ASSIGN_OR_RETURN(planner::Graph graph, adapter::GraphFromProto(proto));
-  if (metrics_ != nullptr) metrics_->RecordGraphOps(method, graph.num_ops());
+    const char* method, std::shared_ptr<const planner::Graph> graph,
+    const v1::DeviceSpec* device) {
+  if (metrics_ != nullptr) metrics_->RecordGraphOps(method, graph->num_ops());
   std::optional<planner::DeviceSpec> resolved;
   if (device != nullptr && NamesDevice(*device)) {
     ASSIGN_OR_RETURN(resolved, adapter::ResolveDevice(*device));
@@ -129,7 +109,7 @@ absl::StatusOr<PlannerService::CostedGraph> PlannerService::PrepareGraph(
   const planner::ProfiledTimes* profiled =
       profiler_ != nullptr ? profiler_->TimesFor(device_ptr) : nullptr;
   ASSIGN_OR_RETURN(planner::CostTable costs,
-                   planner::EstimateOpCosts(graph, device_ptr, profiled));
+                   planner::EstimateOpCosts(*graph, device_ptr, profiled));
   return CostedGraph{std::move(graph), std::move(resolved), std::move(costs)};
 }
 
@@ -137,12 +117,13 @@ grpc::ServerUnaryReactor* PlannerService::EstimateMemory(
     grpc::CallbackServerContext* context,
     const v1::EstimateMemoryRequest* request,
     v1::EstimateMemoryResponse* response) {
-  return Serve(
-      context, "EstimateMemory", /*heavy=*/false,
-      [this, request, response]() -> absl::Status {
-        ASSIGN_OR_RETURN(CostedGraph costed,
-                         PrepareGraph("EstimateMemory", request->graph(),
-                                      &request->device()));
+  return ServeGraphCall(
+      context, "EstimateMemory", *request, GraphOf(*request),
+      request->graph_fingerprint(), response, /*heavy=*/false,
+      [this, request, response](const GraphRef& ref) -> absl::Status {
+        ASSIGN_OR_RETURN(
+            CostedGraph costed,
+            PrepareGraph("EstimateMemory", ref.graph, &request->device()));
         ASSIGN_OR_RETURN(planner::MemoryModelOptions memory,
                          adapter::MemoryModelFromProto(request->allocator()));
         if (request->max_live_tensors() < -1) {
@@ -151,10 +132,10 @@ grpc::ServerUnaryReactor* PlannerService::EstimateMemory(
                            request->max_live_tensors()));
         }
         const planner::SimulationResult result =
-            planner::SimulatePlain(costed.graph, memory);
+            planner::SimulatePlain(*costed.graph, memory);
         const int max_live =
             request->max_live_tensors() == 0 ? 20 : request->max_live_tensors();
-        adapter::FillEstimate(costed.graph, result, max_live, response);
+        adapter::FillEstimate(*costed.graph, result, max_live, response);
         if (costed.device && costed.costs.unit == planner::kSecondsUnit) {
           response->set_compute_time_seconds(costed.costs.TotalCost());
         }
@@ -170,20 +151,20 @@ grpc::ServerUnaryReactor* PlannerService::GenerateRecomputePlan(
     grpc::CallbackServerContext* context,
     const v1::GenerateRecomputePlanRequest* request,
     v1::GenerateRecomputePlanResponse* response) {
-  const bool heavy = request->policy() == v1::RECOMPUTE_POLICY_OPTIMAL ||
-                     IsHeavy(request->graph());
-  return Serve(
-      context, "GenerateRecomputePlan", heavy,
-      [this, context, request, response]() -> absl::Status {
+  return ServeGraphCall(
+      context, "GenerateRecomputePlan", *request, GraphOf(*request),
+      request->graph_fingerprint(), response,
+      /*heavy=*/request->policy() == v1::RECOMPUTE_POLICY_OPTIMAL,
+      [this, context, request, response](const GraphRef& ref) -> absl::Status {
         ASSIGN_OR_RETURN(planner::RecomputePlanOptions options,
                          adapter::PlanOptionsFromProto(*request));
         options.interrupted = InterruptFor(context);
         const std::string policy(planner::RecomputePolicyName(options.policy));
         absl::StatusOr<CostedGraph> costed = PrepareGraph(
-            "GenerateRecomputePlan", request->graph(), &request->device());
+            "GenerateRecomputePlan", ref.graph, &request->device());
         absl::StatusOr<planner::RecomputePlan> plan =
             costed.ok()
-                ? planner::GenerateRecomputePlan(costed->graph,
+                ? planner::GenerateRecomputePlan(*costed->graph,
                                                  costed->costs.Costs(), options)
                 : absl::StatusOr<planner::RecomputePlan>(costed.status());
         if (!plan.ok()) {
@@ -191,7 +172,7 @@ grpc::ServerUnaryReactor* PlannerService::GenerateRecomputePlan(
             metrics_->RecordPlan(policy, "error", 0, 0, 0);
           return plan.status();
         }
-        adapter::FillPlanResponse(costed->graph, *plan, options.policy,
+        adapter::FillPlanResponse(*costed->graph, *plan, options.policy,
                                   response);
         response->set_cost_unit(costed->costs.unit);
         adapter::CostSourceSummaryToProto(costed->costs.Summary(),
@@ -206,40 +187,16 @@ grpc::ServerUnaryReactor* PlannerService::GenerateRecomputePlan(
       });
 }
 
-grpc::ServerUnaryReactor* PlannerService::CheckFit(
-    grpc::CallbackServerContext* context, const v1::CheckFitRequest* request,
-    v1::CheckFitResponse* response) {
-  return Serve(
-      context, "CheckFit", IsHeavy(request->graph()),
-      [this, context, request, response]() -> absl::Status {
-        if (!NamesDevice(request->device())) {
-          return absl::InvalidArgumentError(
-              "CheckFit needs a device (a catalog name or a full spec)");
-        }
-        ASSIGN_OR_RETURN(planner::FitOptions options,
-                         adapter::FitOptionsFromProto(*request));
-        options.interrupted = InterruptFor(context);
-        ASSIGN_OR_RETURN(
-            CostedGraph costed,
-            PrepareGraph("CheckFit", request->graph(), &request->device()));
-        options.device_memory_bytes = costed.device->memory_bytes;
-        ASSIGN_OR_RETURN(
-            const planner::FitResult fit,
-            planner::CheckFit(costed.graph, costed.costs.Costs(), options));
-        response->set_device_memory_bytes(options.device_memory_bytes);
-        adapter::FillFitResponse(fit, response);
-        return absl::OkStatus();
-      });
-}
-
 grpc::ServerUnaryReactor* PlannerService::ProfileOps(
     grpc::CallbackServerContext* context, const v1::ProfileOpsRequest* request,
     v1::ProfileOpsResponse* response) {
   return Serve(
       context, "ProfileOps", /*heavy=*/true,
       [this, request, response]() -> absl::Status {
-        ASSIGN_OR_RETURN(planner::Graph graph,
-                         adapter::GraphFromProto(request->graph()));
+        ASSIGN_OR_RETURN(
+            const GraphRef ref,
+            ResolveGraph(GraphOf(*request), request->graph_fingerprint()));
+        const planner::Graph& graph = *ref.graph;
         std::vector<planner::OpIndex> ops;
         for (const std::string& id : request->op_ids()) {
           const planner::OpIndex op = graph.FindOp(id);
@@ -255,6 +212,8 @@ grpc::ServerUnaryReactor* PlannerService::ProfileOps(
         ASSIGN_OR_RETURN(planner::ProfileReport report,
                          profiler_->ProfileOps(graph, ops, request->force()));
         adapter::ProfileReportToProto(report, response);
+        // Profiled times change op costs: cached answers may be stale.
+        registry_->ClearAnswers();
         return absl::OkStatus();
       });
 }

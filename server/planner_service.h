@@ -17,6 +17,7 @@
 #include "echo/v1/planner.grpc.pb.h"
 #include "planner/cost_model.h"
 #include "planner/graph.h"
+#include "server/graph_registry.h"
 #include "server/metrics.h"
 #include "server/profiler/node_profiler.h"
 #include "server/worker_pool.h"
@@ -39,6 +40,10 @@ struct PlannerServiceOptions {
   // 0: the machine's hardware threads, at least 2.
   int worker_threads = 0;
   int heavy_graph_ops = kDefaultHeavyGraphOps;
+  // Bounds of the graph registry and of the cache of answers
+  // (graph_registry.h).
+  int64_t graph_cache_bytes = kDefaultGraphCacheBytes;
+  int64_t answer_cache_bytes = kDefaultAnswerCacheBytes;
 };
 
 class PlannerService final : public v1::MemoryPlanner::CallbackService {
@@ -70,18 +75,51 @@ class PlannerService final : public v1::MemoryPlanner::CallbackService {
       grpc::CallbackServerContext* context,
       const v1::GetNodeInfoRequest* request,
       v1::GetNodeInfoResponse* response) override;
+  grpc::ServerUnaryReactor* RegisterGraph(
+      grpc::CallbackServerContext* context,
+      const v1::RegisterGraphRequest* request,
+      v1::RegisterGraphResponse* response) override;
+
+  // The one place a request's graph or graph_fingerprint becomes the
+  // planner's graph (GraphRegistry::Resolve): any handler calls it.
+  absl::StatusOr<GraphRef> ResolveGraph(const v1::Graph* graph,
+                                        const std::string& fingerprint) {
+    return registry_->Resolve(graph, fingerprint);
+  }
+  // The request's graph field, null when unset.
+  template <typename Request>
+  static const v1::Graph* GraphOf(const Request& request) {
+    return request.has_graph() ? &request.graph() : nullptr;
+  }
+  const GraphRegistry& registry() const { return *registry_; }
 
  private:
   // A request's graph in the IR, its device (when it names one) and the
   // cost of every op.
   struct CostedGraph {
-    planner::Graph graph;
+    std::shared_ptr<const planner::Graph> graph;
     std::optional<planner::DeviceSpec> device;
     planner::CostTable costs;
   };
-  absl::StatusOr<CostedGraph> PrepareGraph(const char* method,
-                                           const v1::Graph& graph,
-                                           const v1::DeviceSpec* device);
+  absl::StatusOr<CostedGraph> PrepareGraph(
+      const char* method, std::shared_ptr<const planner::Graph> graph,
+      const v1::DeviceSpec* device);
+
+  // Serve for a request with a graph or a graph_fingerprint: resolves it
+  // (an inline graph in the handler, on the worker pool when heavy), answers
+  // a repeated fingerprint question from the answer cache on the calling
+  // thread, else runs `body` (on the worker pool when `heavy` or the graph
+  // has heavy_graph_ops ops) and caches its answer when the graph was given
+  // by fingerprint.
+  grpc::ServerUnaryReactor* ServeGraphCall(
+      grpc::CallbackServerContext* context, const char* method,
+      const google::protobuf::Message& request, const v1::Graph* graph,
+      const std::string& fingerprint, google::protobuf::Message* response,
+      bool heavy, std::function<absl::Status(const GraphRef&)> body);
+  // CheckFit's work: one device or many (graph_calls.cc).
+  absl::Status FitDevices(grpc::CallbackServerContext* context,
+                          const v1::CheckFitRequest& request,
+                          const GraphRef& ref, v1::CheckFitResponse* response);
 
   // Admission control, timing, metrics and logging around one handler,
   // which runs on the worker pool when `heavy`, else on the calling gRPC
@@ -104,6 +142,7 @@ class PlannerService final : public v1::MemoryPlanner::CallbackService {
   NodeProfiler* profiler_;
   std::atomic<int> in_flight_{0};
   std::atomic<bool> draining_{false};
+  std::unique_ptr<GraphRegistry> registry_;
   // Declared last: destroyed first, finishing what it has queued while the
   // members its tasks use are still alive.
   std::unique_ptr<WorkerPool> workers_;

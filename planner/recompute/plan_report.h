@@ -23,6 +23,19 @@ absl::StatusOr<RecomputePlan> BuildPlanFromSchedule(
     const MemoryModelOptions& memory, int64_t baseline_peak_bytes,
     Schedule schedule);
 
+// Readable plans: drops the regions that save nothing at the peak (their
+// clones leave the schedule, so their readers use the original instances)
+// as long as the replayed peak does not rise: all at once, else one at a
+// time, costliest first, within options.prune's replay budget. Then sorts
+// the regions by bytes saved at the peak, largest first. A region that
+// saves nothing at the peak step yet stays keeps another step below the
+// peak. The result's numbers are its replay's; the caller sets feasible,
+// solver fields, lower bound and message.
+RecomputePlan PruneIdleRegions(const Graph& graph,
+                               const std::vector<double>& op_costs,
+                               const RecomputePlanOptions& options,
+                               RecomputePlan plan);
+
 // A peak no valid schedule can beat: the max over ops of what must be live
 // while it runs: persistent graph inputs; persistent tensors and graph
 // outputs made before it; its distinct inputs, outputs and workspace; every

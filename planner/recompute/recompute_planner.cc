@@ -89,6 +89,9 @@ absl::StatusOr<RecomputePlan> GenerateRecomputePlan(
         "policy ", RecomputePolicyName(options.policy),
         " produced an invalid schedule: ", plan.status().message()));
   }
+  if (options.prune.enabled) {
+    *plan = PruneIdleRegions(graph, op_costs, options, *std::move(plan));
+  }
   plan->peak_lower_bound_bytes = PeakLowerBound(graph, options.memory);
   plan->solver_status = output.solver_status;
   plan->solver_bound_cost = output.solver_bound_cost;
