@@ -1,10 +1,13 @@
 #include "client/echoctl_commands.h"
 
+#include <algorithm>
 #include <iostream>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -64,6 +67,19 @@ std::string FormatCost(double cost, const std::string& unit) {
   if (cost >= 1 || cost == 0) return absl::StrFormat("%.3f s", cost);
   if (cost >= 1e-3) return absl::StrFormat("%.3f ms", cost * 1e3);
   return absl::StrFormat("%.3f us", cost * 1e6);
+}
+
+// The first few names of a list, then how many more.
+std::string FirstNames(
+    const google::protobuf::RepeatedPtrField<std::string>& names) {
+  constexpr int kShown = 6;
+  std::vector<std::string> shown(
+      names.begin(), names.begin() + std::min(kShown, names.size()));
+  std::string list = absl::StrJoin(shown, ", ");
+  if (names.size() > kShown) {
+    absl::StrAppend(&list, " and ", names.size() - kShown, " more");
+  }
+  return list;
 }
 
 std::string Percent(double part, double whole) {
@@ -229,10 +245,9 @@ int RunPlan(PlannerClient& client, const EchoctlFlags& flags) {
         planner::HumanBytes(region.bytes_saved_at_peak()),
         FormatCost(region.recompute_cost(), plan.cost_unit()),
         Percent(region.recompute_cost(), plan.baseline_compute_cost()),
-        absl::StrJoin(
-            region.op_names().empty() ? region.op_ids() : region.op_names(),
-            ", "),
-        absl::StrJoin(region.source_tensor_ids(), " "));
+        FirstNames(region.op_names().empty() ? region.op_ids()
+                                             : region.op_names()),
+        FirstNames(region.source_tensor_ids()));
   }
   if (!plan.message().empty()) std::cout << plan.message() << "\n";
   return 0;

@@ -66,8 +66,10 @@ struct RecomputePlanOptions {
   // op, and greedy restarts at tighter targets (slower, rarely better).
   int auto_effort = 1;
   MemoryModelOptions memory;
-  // Plans people can read (PruneIdleRegions): regions that save nothing at
-  // the peak are dropped when the peak does not rise; enabled by default.
+  // Plans people can read (PruneIdleRegions): AUTO's regions that save
+  // nothing at the peak are dropped when the peak does not rise; enabled by
+  // default. ECHO and CHEN_SQRT keep their published plans, OPTIMAL the
+  // MILP's.
   struct PruneOptions {
     bool enabled = true;
     // Bound on the work: schedule steps replayed in all (one replay per

@@ -286,12 +286,15 @@ RecomputePlan PruneIdleRegions(const Graph& graph,
         WithoutSteps(plan.schedule, dropped));
     if (pruned.ok()) plan = *std::move(pruned);
   }
+  return plan;
+}
+
+void SortRegionsBySaving(RecomputePlan& plan) {
   std::stable_sort(
       plan.regions.begin(), plan.regions.end(),
       [](const RecomputeRegionReport& a, const RecomputeRegionReport& b) {
         return a.bytes_saved_at_peak > b.bytes_saved_at_peak;
       });
-  return plan;
 }
 
 int64_t PeakLowerBound(const Graph& graph, const MemoryModelOptions& memory) {

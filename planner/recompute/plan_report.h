@@ -26,8 +26,7 @@ absl::StatusOr<RecomputePlan> BuildPlanFromSchedule(
 // Readable plans: drops the regions that save nothing at the peak (their
 // clones leave the schedule, so their readers use the original instances)
 // as long as the replayed peak does not rise: all at once, else one at a
-// time, costliest first, within options.prune's replay budget. Then sorts
-// the regions by bytes saved at the peak, largest first. A region that
+// time, costliest first, within options.prune's replay budget. A region that
 // saves nothing at the peak step yet stays keeps another step below the
 // peak. The result's numbers are its replay's; the caller sets feasible,
 // solver fields, lower bound and message.
@@ -35,6 +34,10 @@ RecomputePlan PruneIdleRegions(const Graph& graph,
                                const std::vector<double>& op_costs,
                                const RecomputePlanOptions& options,
                                RecomputePlan plan);
+
+// Regions by bytes saved at the peak, largest first (stable: ties keep
+// schedule order). The schedule is unchanged.
+void SortRegionsBySaving(RecomputePlan& plan);
 
 // A peak no valid schedule can beat: the max over ops of what must be live
 // while it runs: persistent graph inputs; persistent tensors and graph

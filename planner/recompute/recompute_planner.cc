@@ -89,9 +89,12 @@ absl::StatusOr<RecomputePlan> GenerateRecomputePlan(
         "policy ", RecomputePolicyName(options.policy),
         " produced an invalid schedule: ", plan.status().message()));
   }
-  if (options.prune.enabled) {
+  // ECHO and CHEN_SQRT reproduce their papers' plans as published; OPTIMAL's
+  // cost is the MILP's.
+  if (options.prune.enabled && options.policy == RecomputePolicy::kAuto) {
     *plan = PruneIdleRegions(graph, op_costs, options, *std::move(plan));
   }
+  SortRegionsBySaving(*plan);
   plan->peak_lower_bound_bytes = PeakLowerBound(graph, options.memory);
   plan->solver_status = output.solver_status;
   plan->solver_bound_cost = output.solver_bound_cost;
