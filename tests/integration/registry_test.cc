@@ -9,12 +9,14 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "adapter/graph_convert.h"
 #include "adapter/graph_file.h"
 #include "client/planner_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "http_get.h"
 #include "planner/device_catalog.h"
+#include "planner/memory_simulator.h"
 #include "server/echo_server.h"
 #include "tests/unit/test_util.h"
 
@@ -262,6 +264,54 @@ TEST_F(RegistryTest, PlanRegionsAreNamedAndSortedBySaving) {
                 region.bytes_saved_at_peak());
     }
   }
+}
+
+// A scheduler's session: registers the five Checkmate graphs once, asks fit
+// on every catalog device by fingerprint only, and checks each "fits with
+// recompute" answer against the plan it fetches for that device and
+// replays.
+TEST_F(RegistryTest, SchedulerChecksFitAnswersAgainstReplayedPlans) {
+  int replayed = 0;
+  for (const char* name :
+       {"vgg16_b256_train", "vgg19_b256_train", "fcn8_vgg_b32_train",
+        "mobilenet_b512_train", "resnet50_b256_train"}) {
+    SCOPED_TRACE(name);
+    const v1::Graph proto =
+        LoadGraph(absl::StrCat("checkmate/", name, ".json"));
+    const planner::Graph graph =
+        testing::ValueOrFail(adapter::GraphFromProto(proto));
+    v1::CheckFitRequest fit_request;
+    fit_request.set_graph_fingerprint(Register(proto));
+    fit_request.add_device_names("all");
+    const v1::CheckFitResponse fits =
+        testing::ValueOrFail(client_->CheckFit(fit_request));
+    for (const v1::DeviceFit& fit : fits.devices()) {
+      SCOPED_TRACE(fit.device_name());
+      const int64_t usable = fit.device_memory_bytes() - fit.reserved_bytes();
+      EXPECT_EQ(fit.baseline_peak_bytes(),
+                planner::SimulatePlain(graph).peak_bytes);
+      if (fit.fits_without_recompute() || !fit.fits()) continue;
+      v1::GenerateRecomputePlanRequest plan_request;
+      plan_request.set_graph_fingerprint(fit_request.graph_fingerprint());
+      plan_request.mutable_device()->set_name(fit.device_name());
+      plan_request.set_memory_limit_bytes(usable);
+      const v1::GenerateRecomputePlanResponse plan =
+          testing::ValueOrFail(client_->GenerateRecomputePlan(plan_request));
+      EXPECT_EQ(plan.planned_peak_bytes(), fit.planned_peak_bytes());
+      EXPECT_DOUBLE_EQ(plan.recompute_overhead_ratio(),
+                       fit.recompute_overhead_ratio());
+      planner::Schedule schedule;
+      for (const v1::Execution& e : plan.schedule()) {
+        schedule.push_back({graph.FindOp(e.op_id()), e.recompute()});
+      }
+      const planner::SimulationResult replay =
+          testing::ValueOrFail(planner::ReplaySchedule(graph, schedule));
+      EXPECT_EQ(replay.peak_bytes, plan.planned_peak_bytes());
+      EXPECT_LE(replay.peak_bytes, usable);
+      ++replayed;
+    }
+  }
+  EXPECT_GT(replayed, 0);  // some answer needed recomputation
 }
 
 }  // namespace
