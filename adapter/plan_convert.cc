@@ -117,6 +117,7 @@ void FillPlanResponse(const planner::Graph& graph,
       out->add_freed_tensor_ids(graph.tensor(t).id);
     }
     out->set_bytes_saved_at_peak(region.bytes_saved_at_peak);
+    out->set_peak_rise_if_dropped_bytes(region.peak_rise_if_dropped_bytes);
     out->set_recompute_cost(region.recompute_cost);
     out->set_explanation(region.explanation);
   }

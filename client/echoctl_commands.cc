@@ -240,9 +240,18 @@ int RunPlan(PlannerClient& client, const EchoctlFlags& flags) {
   std::cout << "\n";
   // Regions come largest saving first.
   for (const v1::RecomputeRegion& region : plan.regions()) {
+    const std::string saving =
+        region.bytes_saved_at_peak() == 0 &&
+                region.peak_rise_if_dropped_bytes() > 0
+            ? absl::StrCat(
+                  "keeps the peak ",
+                  planner::HumanBytes(region.peak_rise_if_dropped_bytes()),
+                  " lower")
+            : absl::StrCat("saves ",
+                           planner::HumanBytes(region.bytes_saved_at_peak()),
+                           " at the peak");
     std::cout << absl::StrFormat(
-        "  saves %s at the peak for %s (%s): recompute %s from [%s]\n",
-        planner::HumanBytes(region.bytes_saved_at_peak()),
+        "  %s for %s (%s): recompute %s from [%s]\n", saving,
         FormatCost(region.recompute_cost(), plan.cost_unit()),
         Percent(region.recompute_cost(), plan.baseline_compute_cost()),
         FirstNames(region.op_names().empty() ? region.op_ids()

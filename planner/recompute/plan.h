@@ -91,6 +91,10 @@ struct RecomputeRegionReport {
   std::vector<TensorIndex> source_tensors;  // stashed tensors it reads
   std::vector<TensorIndex> freed_tensors;   // no longer stashed thanks to it
   int64_t bytes_saved_at_peak = 0;
+  // AUTO, for a region that saves nothing at the peak step: how much the
+  // peak would rise without it (it keeps another step below the peak); 0
+  // otherwise or when not measured.
+  int64_t peak_rise_if_dropped_bytes = 0;
   double recompute_cost = 0;
   std::string explanation;
 };

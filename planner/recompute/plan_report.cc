@@ -286,6 +286,20 @@ RecomputePlan PruneIdleRegions(const Graph& graph,
         WithoutSteps(plan.schedule, dropped));
     if (pruned.ok()) plan = *std::move(pruned);
   }
+  // What a region left that saves nothing at the peak step is worth: how
+  // much the peak would rise without it.
+  int64_t budget = options.prune.max_replayed_steps /
+                   std::max<int64_t>(1, plan.schedule.size());
+  for (RecomputeRegionReport& region : plan.regions) {
+    if (region.bytes_saved_at_peak != 0) continue;
+    if (budget-- <= 0) break;
+    absl::StatusOr<SimulationResult> replay = ReplaySchedule(
+        graph, WithoutSteps(plan.schedule, region.steps), options.memory);
+    if (replay.ok()) {
+      region.peak_rise_if_dropped_bytes =
+          std::max<int64_t>(0, replay->peak_bytes - plan.planned_peak_bytes);
+    }
+  }
   return plan;
 }
 
@@ -293,7 +307,10 @@ void SortRegionsBySaving(RecomputePlan& plan) {
   std::stable_sort(
       plan.regions.begin(), plan.regions.end(),
       [](const RecomputeRegionReport& a, const RecomputeRegionReport& b) {
-        return a.bytes_saved_at_peak > b.bytes_saved_at_peak;
+        if (a.bytes_saved_at_peak != b.bytes_saved_at_peak) {
+          return a.bytes_saved_at_peak > b.bytes_saved_at_peak;
+        }
+        return a.peak_rise_if_dropped_bytes > b.peak_rise_if_dropped_bytes;
       });
 }
 

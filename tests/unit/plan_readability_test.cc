@@ -47,8 +47,12 @@ void ExpectReadable(const Graph& graph, const std::vector<double>& costs,
   EXPECT_NEAR(cost, plan.recompute_cost, 1e-9 * (1 + cost));
   // Largest saving first.
   for (size_t i = 1; i < plan.regions.size(); ++i) {
-    EXPECT_GE(plan.regions[i - 1].bytes_saved_at_peak,
-              plan.regions[i].bytes_saved_at_peak);
+    const RecomputeRegionReport& a = plan.regions[i - 1];
+    const RecomputeRegionReport& b = plan.regions[i];
+    EXPECT_GE(a.bytes_saved_at_peak, b.bytes_saved_at_peak);
+    if (a.bytes_saved_at_peak == b.bytes_saved_at_peak) {
+      EXPECT_GE(a.peak_rise_if_dropped_bytes, b.peak_rise_if_dropped_bytes);
+    }
   }
   // A region left that saves nothing at the peak step is needed: without
   // it the peak rises.
@@ -58,6 +62,8 @@ void ExpectReadable(const Graph& graph, const std::vector<double>& costs,
         ReplaySchedule(graph, Without(plan.schedule, region), options.memory);
     if (without.ok()) {
       EXPECT_GT(without->peak_bytes, plan.planned_peak_bytes);
+      EXPECT_EQ(region.peak_rise_if_dropped_bytes,
+                without->peak_bytes - plan.planned_peak_bytes);
     }
   }
 }
