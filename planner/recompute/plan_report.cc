@@ -256,9 +256,7 @@ RecomputePlan PruneIdleRegions(const Graph& graph,
     return a->recompute_cost > b->recompute_cost;
   });
   const int64_t steps = std::max<int64_t>(1, plan.schedule.size());
-  const int64_t max_tries =
-      std::min<int64_t>(static_cast<int64_t>(idle.size()),
-                        options.prune.max_replayed_steps / steps);
+  const int64_t max_tries = options.prune.max_replayed_steps / steps;
   // A set of steps may go when the schedule without them replays with no
   // higher peak. All idle regions at once first, else one at a time.
   auto droppable = [&](const std::vector<int32_t>& drop) {
@@ -274,10 +272,28 @@ RecomputePlan PruneIdleRegions(const Graph& graph,
   if (!idle.empty() && max_tries > 0 && droppable(all)) {
     dropped = std::move(all);
   } else {
-    for (int64_t i = 0; i < max_tries; ++i) {
-      if (options.interrupted && !options.interrupted().ok()) break;
-      std::vector<int32_t> candidate = Merged(dropped, idle[i]->steps);
-      if (droppable(candidate)) dropped = std::move(candidate);
+    // Passes over the regions still kept, while a pass drops one (a drop
+    // can make another droppable), within the budget of tries.
+    std::vector<const RecomputeRegionReport*> kept = idle;
+    int64_t tries = 0;
+    for (bool progress = true; progress && tries < max_tries;) {
+      progress = false;
+      std::vector<const RecomputeRegionReport*> still;
+      for (const RecomputeRegionReport* region : kept) {
+        if (tries++ >= max_tries ||
+            (options.interrupted && !options.interrupted().ok())) {
+          still.push_back(region);
+          continue;
+        }
+        std::vector<int32_t> candidate = Merged(dropped, region->steps);
+        if (droppable(candidate)) {
+          dropped = std::move(candidate);
+          progress = true;
+        } else {
+          still.push_back(region);
+        }
+      }
+      kept = std::move(still);
     }
   }
   if (!dropped.empty()) {
