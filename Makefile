@@ -11,7 +11,7 @@ METRICS_ADDRESS ?= 127.0.0.1:9464
 RUN_PACKAGES := build-essential cmake pkg-config libgrpc++-dev \
   protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev \
   prometheus-cpp-dev libspdlog-dev nlohmann-json3-dev coinor-libcbc-dev \
-  libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev libssl-dev
 # openssl: the security tests make a throwaway CA at test time.
 TEST_PACKAGES := $(RUN_PACKAGES) python3 python3-venv python3-pip python3-dev curl \
   clang-format openssl

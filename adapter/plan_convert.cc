@@ -123,7 +123,10 @@ void FillPlanResponse(const planner::Graph& graph,
   response->set_stash_lower_bound_bytes(plan.stash_lower_bound_bytes);
   for (const planner::RecomputeRegionReport& region : plan.regions) {
     v1::RecomputeRegion* out = response->add_regions();
-    for (planner::OpIndex o : region.ops) out->add_op_ids(graph.op(o).id);
+    for (planner::OpIndex o : region.ops) {
+      out->add_op_ids(graph.op(o).id);
+      out->add_op_names(planner::OpDisplayName(graph.op(o)));
+    }
     for (planner::TensorIndex t : region.source_tensors) {
       out->add_source_tensor_ids(graph.tensor(t).id);
     }
@@ -131,6 +134,7 @@ void FillPlanResponse(const planner::Graph& graph,
       out->add_freed_tensor_ids(graph.tensor(t).id);
     }
     out->set_bytes_saved_at_peak(region.bytes_saved_at_peak);
+    out->set_peak_rise_if_dropped_bytes(region.peak_rise_if_dropped_bytes);
     out->set_recompute_cost(region.recompute_cost);
     out->set_explanation(region.explanation);
   }
@@ -147,19 +151,36 @@ absl::StatusOr<planner::FitOptions> FitOptionsFromProto(
   if (request.has_max_overhead_ratio()) {
     options.max_overhead_ratio = request.max_overhead_ratio();
   }
-  options.reserved_bytes = request.reserved_bytes();
+  if (request.has_reserved_bytes()) {
+    options.reserved_bytes = request.reserved_bytes();
+  }
   ASSIGN_OR_RETURN(options.memory, MemoryModelFromProto(request.allocator()));
   return options;
 }
 
-void FillFitResponse(const planner::FitResult& result,
-                     v1::CheckFitResponse* response) {
-  response->set_fits(result.fits);
-  response->set_fits_without_recompute(result.fits_without_recompute);
-  response->set_baseline_peak_bytes(result.baseline_peak_bytes);
-  response->set_planned_peak_bytes(result.planned_peak_bytes);
-  response->set_recompute_overhead_ratio(result.recompute_overhead_ratio);
-  response->set_message(result.message);
+void FillDeviceFit(const std::string& device_name, int64_t device_memory_bytes,
+                   const planner::FitResult& result, v1::DeviceFit* fit) {
+  fit->set_device_name(device_name);
+  fit->set_device_memory_bytes(device_memory_bytes);
+  fit->set_reserved_bytes(result.reserved_bytes);
+  fit->set_fits(result.fits);
+  fit->set_fits_without_recompute(result.fits_without_recompute);
+  fit->set_baseline_peak_bytes(result.baseline_peak_bytes);
+  fit->set_planned_peak_bytes(result.planned_peak_bytes);
+  fit->set_recompute_overhead_ratio(result.recompute_overhead_ratio);
+  fit->set_message(result.message);
+}
+
+void FillSingleFitResponse(const v1::DeviceFit& fit,
+                           v1::CheckFitResponse* response) {
+  response->set_device_memory_bytes(fit.device_memory_bytes());
+  response->set_reserved_bytes(fit.reserved_bytes());
+  response->set_fits(fit.fits());
+  response->set_fits_without_recompute(fit.fits_without_recompute());
+  response->set_baseline_peak_bytes(fit.baseline_peak_bytes());
+  response->set_planned_peak_bytes(fit.planned_peak_bytes());
+  response->set_recompute_overhead_ratio(fit.recompute_overhead_ratio());
+  response->set_message(fit.message());
 }
 
 }  // namespace echo::adapter

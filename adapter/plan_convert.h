@@ -2,6 +2,8 @@
 #ifndef ECHO_ADAPTER_PLAN_CONVERT_H_
 #define ECHO_ADAPTER_PLAN_CONVERT_H_
 
+#include <string>
+
 #include "absl/status/statusor.h"
 #include "echo/v1/planner.pb.h"
 #include "planner/graph.h"
@@ -28,9 +30,12 @@ void FillPlanResponse(const planner::Graph& graph,
 absl::StatusOr<planner::FitOptions> FitOptionsFromProto(
     const v1::CheckFitRequest& request);
 
-// Everything but device_memory_bytes.
-void FillFitResponse(const planner::FitResult& result,
-                     v1::CheckFitResponse* response);
+// One device's answer.
+void FillDeviceFit(const std::string& device_name, int64_t device_memory_bytes,
+                   const planner::FitResult& result, v1::DeviceFit* fit);
+// The single-device form: the top-level fields repeat the device's answer.
+void FillSingleFitResponse(const v1::DeviceFit& fit,
+                           v1::CheckFitResponse* response);
 
 }  // namespace echo::adapter
 

@@ -1,12 +1,17 @@
 #include "client/echoctl_commands.h"
 
+#include <algorithm>
 #include <iostream>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "adapter/graph_file.h"
 #include "google/protobuf/util/json_util.h"
 #include "planner/byte_size.h"
@@ -37,6 +42,49 @@ bool LoadGraph(const EchoctlFlags& flags, v1::Graph* graph) {
   }
   *graph = *std::move(loaded);
   return true;
+}
+
+// The request's graph: --fingerprint, or --graph loaded (false after
+// printing why it could not be).
+template <typename Request>
+bool SetGraph(const EchoctlFlags& flags, Request* request) {
+  if (!flags.fingerprint.empty()) {
+    request->set_graph_fingerprint(flags.fingerprint);
+    return true;
+  }
+  return LoadGraph(flags, request->mutable_graph());
+}
+
+template <typename Request>
+std::string GraphLabel(const Request& request) {
+  return request.graph_fingerprint().empty()
+             ? request.graph().name()
+             : "fingerprint " + request.graph_fingerprint();
+}
+
+// A cost in its unit: seconds scaled to s/ms/us, other units as numbers.
+std::string FormatCost(double cost, const std::string& unit) {
+  if (unit != "seconds") return absl::StrFormat("%.4g %s", cost, unit);
+  if (cost >= 1 || cost == 0) return absl::StrFormat("%.3f s", cost);
+  if (cost >= 1e-3) return absl::StrFormat("%.3f ms", cost * 1e3);
+  return absl::StrFormat("%.3f us", cost * 1e6);
+}
+
+// The first few names of a list, then how many more.
+std::string FirstNames(
+    const google::protobuf::RepeatedPtrField<std::string>& names) {
+  constexpr int kShown = 6;
+  std::vector<std::string> shown(
+      names.begin(), names.begin() + std::min(kShown, names.size()));
+  std::string list = absl::StrJoin(shown, ", ");
+  if (names.size() > kShown) {
+    absl::StrAppend(&list, " and ", names.size() - kShown, " more");
+  }
+  return list;
+}
+
+std::string Percent(double part, double whole) {
+  return whole > 0 ? absl::StrFormat("%.2f%%", 100 * part / whole) : "n/a";
 }
 
 void PrintJson(const google::protobuf::Message& message) {
@@ -77,9 +125,29 @@ int RunHealth(PlannerClient& client) {
   return *status == grpc::health::v1::HealthCheckResponse::SERVING ? 0 : 1;
 }
 
+int RunRegister(PlannerClient& client, const EchoctlFlags& flags) {
+  v1::RegisterGraphRequest request;
+  if (!LoadGraph(flags, request.mutable_graph())) return 1;
+  absl::StatusOr<v1::RegisterGraphResponse> response =
+      client.RegisterGraph(request);
+  if (!response.ok()) return RpcError(response.status());
+  if (flags.json_output) {
+    PrintJson(*response);
+    return 0;
+  }
+  // The fingerprint alone on stdout, for scripts: FP=$(echoctl register ...).
+  std::cout << response->graph_fingerprint() << "\n";
+  std::cerr << absl::StrFormat(
+      "%s graph '%s': %d ops, %d tensors, %s in the registry\n",
+      response->newly_registered() ? "registered" : "already registered",
+      request.graph().name(), response->op_count(), response->tensor_count(),
+      planner::HumanBytes(response->charged_bytes()));
+  return 0;
+}
+
 int RunEstimate(PlannerClient& client, const EchoctlFlags& flags) {
   v1::EstimateMemoryRequest request;
-  if (!LoadGraph(flags, request.mutable_graph())) return 1;
+  if (!SetGraph(flags, &request)) return 1;
   if (!flags.device.empty()) request.mutable_device()->set_name(flags.device);
   request.mutable_allocator()->set_rounding_bytes(
       flags.allocator_rounding_bytes);
@@ -91,9 +159,8 @@ int RunEstimate(PlannerClient& client, const EchoctlFlags& flags) {
     PrintJson(*response);
     return 0;
   }
-  std::cout << "graph: " << request.graph().name() << " ("
-            << response->op_count() << " ops, " << response->tensor_count()
-            << " tensors)\n";
+  std::cout << "graph: " << GraphLabel(request) << " (" << response->op_count()
+            << " ops, " << response->tensor_count() << " tensors)\n";
   std::cout << "peak: " << response->peak_bytes() << " bytes ("
             << planner::HumanBytes(response->peak_bytes()) << ") at step "
             << response->peak_step() << " (op '" << response->peak_op_id()
@@ -120,7 +187,7 @@ int RunEstimate(PlannerClient& client, const EchoctlFlags& flags) {
 
 int RunPlan(PlannerClient& client, const EchoctlFlags& flags) {
   v1::GenerateRecomputePlanRequest request;
-  if (!LoadGraph(flags, request.mutable_graph())) return 1;
+  if (!SetGraph(flags, &request)) return 1;
   request.set_policy(flags.policy);
   request.set_objective(flags.objective);
   if (flags.memory_limit_bytes) {
@@ -158,9 +225,10 @@ int RunPlan(PlannerClient& client, const EchoctlFlags& flags) {
                 plan.planned_peak_bytes()
           : 0.0);
   std::cout << absl::StrFormat(
-      "extra compute: %.6g of %.6g %s (overhead %.2f%%), %d recomputations\n",
-      plan.recompute_cost(), plan.baseline_compute_cost(), plan.cost_unit(),
-      100 * plan.recompute_overhead_ratio(), recomputes);
+      "extra compute: %s of %s (%s), %d recomputations\n",
+      FormatCost(plan.recompute_cost(), plan.cost_unit()),
+      FormatCost(plan.baseline_compute_cost(), plan.cost_unit()),
+      Percent(plan.recompute_cost(), plan.baseline_compute_cost()), recomputes);
   std::cout << "lower bound on any plan's peak: "
             << plan.peak_lower_bound_bytes() << " bytes\n";
   if (plan.stash_lower_bound_bytes() > 0) {
@@ -175,10 +243,25 @@ int RunPlan(PlannerClient& client, const EchoctlFlags& flags) {
     std::cout << " (" << plan.solver_status() << ")";
   }
   std::cout << "\n";
+  // Regions come largest saving first.
   for (const v1::RecomputeRegion& region : plan.regions()) {
-    std::cout << "  recompute [" << absl::StrJoin(region.op_ids(), " ")
-              << "] from [" << absl::StrJoin(region.source_tensor_ids(), " ")
-              << "]: " << region.explanation() << "\n";
+    const std::string saving =
+        region.bytes_saved_at_peak() == 0 &&
+                region.peak_rise_if_dropped_bytes() > 0
+            ? absl::StrCat(
+                  "keeps the peak ",
+                  planner::HumanBytes(region.peak_rise_if_dropped_bytes()),
+                  " lower")
+            : absl::StrCat("saves ",
+                           planner::HumanBytes(region.bytes_saved_at_peak()),
+                           " at the peak");
+    std::cout << absl::StrFormat(
+        "  %s for %s (%s): recompute %s from [%s]\n", saving,
+        FormatCost(region.recompute_cost(), plan.cost_unit()),
+        Percent(region.recompute_cost(), plan.baseline_compute_cost()),
+        FirstNames(region.op_names().empty() ? region.op_ids()
+                                             : region.op_names()),
+        FirstNames(region.source_tensor_ids()));
   }
   if (!plan.message().empty()) std::cout << plan.message() << "\n";
   return 0;
@@ -186,8 +269,15 @@ int RunPlan(PlannerClient& client, const EchoctlFlags& flags) {
 
 int RunFit(PlannerClient& client, const EchoctlFlags& flags) {
   v1::CheckFitRequest request;
-  if (!LoadGraph(flags, request.mutable_graph())) return 1;
-  request.mutable_device()->set_name(flags.device);
+  if (!SetGraph(flags, &request)) return 1;
+  if (flags.devices.empty()) {
+    request.mutable_device()->set_name(flags.device);
+  } else {
+    for (absl::string_view name : absl::StrSplit(flags.devices, ',')) {
+      request.add_device_names(std::string(absl::StripAsciiWhitespace(name)));
+    }
+  }
+  if (flags.reserved_bytes) request.set_reserved_bytes(*flags.reserved_bytes);
   request.mutable_allocator()->set_rounding_bytes(
       flags.allocator_rounding_bytes);
   if (flags.max_overhead_ratio) {
@@ -197,16 +287,35 @@ int RunFit(PlannerClient& client, const EchoctlFlags& flags) {
   if (!response.ok()) return RpcError(response.status());
   if (flags.json_output) {
     PrintJson(*response);
-  } else {
+  } else if (flags.devices.empty()) {
     std::cout << (response->fits() ? "fits" : "does not fit") << ": "
               << response->message() << "\n";
+  } else {
+    std::cout << absl::StrFormat("%-14s %10s %10s %-22s %10s %10s %9s %9s\n",
+                                 "device", "memory", "reserved", "answer",
+                                 "peak", "planned", "overhead", "max_batch");
+    for (const v1::DeviceFit& fit : response->devices()) {
+      const char* answer = fit.fits_without_recompute() ? "fits"
+                           : fit.fits()                 ? "fits with recompute"
+                                                        : "does not fit";
+      std::cout << absl::StrFormat(
+          "%-14s %10s %10s %-22s %10s %10s %8.2f%% %9s\n", fit.device_name(),
+          planner::HumanBytes(fit.device_memory_bytes()),
+          planner::HumanBytes(fit.reserved_bytes()), answer,
+          planner::HumanBytes(fit.baseline_peak_bytes()),
+          planner::HumanBytes(fit.planned_peak_bytes()),
+          100 * fit.recompute_overhead_ratio(),
+          fit.has_max_batch_size() ? std::to_string(fit.max_batch_size())
+                                   : "-");
+    }
+    std::cout << response->message() << "\n";
   }
   return response->fits() ? 0 : 3;
 }
 
 int RunProfile(PlannerClient& client, const EchoctlFlags& flags) {
   v1::ProfileOpsRequest request;
-  if (!LoadGraph(flags, request.mutable_graph())) return 1;
+  if (!SetGraph(flags, &request)) return 1;
   request.set_force(flags.force);
   absl::StatusOr<v1::ProfileOpsResponse> response = client.ProfileOps(request);
   if (!response.ok()) return RpcError(response.status());

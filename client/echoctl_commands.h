@@ -1,7 +1,8 @@
 // echoctl's commands: each builds its request from the parsed flags, calls
 // echod and prints the answer (text, or proto3 JSON with --output json).
 // Exit codes: 0 done, 1 an error (the server's, printed with its gRPC code,
-// or the client's, printed without one), 3 `fit`: does not fit. Usage
+// or the client's, printed without one), 3 `fit`: does not fit (on any
+// of the devices asked). Usage
 // errors (exit 2) never get here: echoctl_main.cc's parser reports them.
 #ifndef ECHO_CLIENT_ECHOCTL_COMMANDS_H_
 #define ECHO_CLIENT_ECHOCTL_COMMANDS_H_
@@ -19,8 +20,13 @@ namespace echo::client {
 struct EchoctlFlags {
   bool json_output = false;
   std::string graph;
+  // Instead of graph: a fingerprint from `echoctl register`.
+  std::string fingerprint;
   std::string format = "auto";
   std::string device;
+  // fit: comma-separated catalog names or "all" (instead of device).
+  std::string devices;
+  std::optional<int64_t> reserved_bytes;
   v1::RecomputePolicy policy = v1::RECOMPUTE_POLICY_AUTO;
   v1::RecomputeObjective objective = v1::RECOMPUTE_OBJECTIVE_UNSPECIFIED;
   std::optional<int64_t> memory_limit_bytes;
@@ -41,6 +47,7 @@ struct EchoctlFlags {
 };
 
 int RunHealth(PlannerClient& client);
+int RunRegister(PlannerClient& client, const EchoctlFlags& flags);
 int RunEstimate(PlannerClient& client, const EchoctlFlags& flags);
 int RunPlan(PlannerClient& client, const EchoctlFlags& flags);
 int RunFit(PlannerClient& client, const EchoctlFlags& flags);

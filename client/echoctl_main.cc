@@ -4,16 +4,20 @@
 //           [--tls_ca_file F [--tls_cert_file F --tls_key_file F]]
 //           [--auth_token_file F] CMD
 //   echoctl health
-//   echoctl estimate --graph G [--device NAME] [--allocator_rounding_bytes N]
-//                    [--live_tensors K]
-//   echoctl plan --graph G [--policy P] [--memory_limit_bytes N |
-//                --max_overhead_ratio R] [--device NAME] [--objective O]
-//   echoctl fit --graph G --device NAME [--max_overhead_ratio R]
+//   echoctl register --graph G                  (prints the fingerprint)
+//   echoctl estimate (--graph G | --fingerprint F) [--device NAME]
+//                    [--allocator_rounding_bytes N] [--live_tensors K]
+//   echoctl plan (--graph G | --fingerprint F) [--policy P]
+//                [--memory_limit_bytes N | --max_overhead_ratio R]
+//                [--device NAME] [--objective O]
+//   echoctl fit (--graph G | --fingerprint F)
+//               (--device NAME | --devices all|a,b,c)
+//               [--max_overhead_ratio R] [--reserved_bytes N]
 //   echoctl max-batch --graph G --device NAME [--max_overhead_ratio R]
 //                     [--reserved_bytes N] [--min_batch N] [--max_batch N]
 //                     [--multiple_of N]
 //   echoctl frontier --graph G [--device NAME] [--max_points N]
-//   echoctl profile --graph G [--force]
+//   echoctl profile (--graph G | --fingerprint F) [--force]
 //
 // Every --graph command takes --batch_dim auto|N for Checkmate files: the
 // graph's batch size (auto: from the file name, e.g. _b256), every node's
@@ -70,12 +74,20 @@ const CLI::Validator kPolicy(
     },
     "POLICY", "recompute policy");
 
-void AddGraphFlags(CLI::App* command, EchoctlFlags& flags) {
-  command
-      ->add_option("--graph", flags.graph,
-                   "graph file: .json (Checkmate or proto3 JSON), .pb, "
-                   ".pbtxt, .graph")
-      ->required();
+// --graph and --format; with `fingerprint`, --fingerprint as the other
+// way to name the graph (exactly one: checked after parsing).
+void AddGraphFlags(CLI::App* command, EchoctlFlags& flags,
+                   bool fingerprint = true) {
+  CLI::Option* graph = command->add_option(
+      "--graph", flags.graph,
+      "graph file: .json (Checkmate or proto3 JSON), .pb, .pbtxt, .graph");
+  if (fingerprint) {
+    graph->excludes(command->add_option(
+        "--fingerprint", flags.fingerprint,
+        "a fingerprint from `echoctl register` instead of --graph"));
+  } else {
+    graph->required();
+  }
   command
       ->add_option("--format", flags.format,
                    "graph format: auto, checkmate, json, binary, textproto, "
@@ -157,6 +169,11 @@ int main(int argc, char** argv) {
 
   CLI::App* health = app.add_subcommand("health", "exit 0 only when SERVING");
 
+  CLI::App* register_graph = app.add_subcommand(
+      "register",
+      "store the graph in echod's registry; prints its fingerprint");
+  AddGraphFlags(register_graph, flags, /*fingerprint=*/false);
+
   CLI::App* estimate = app.add_subcommand(
       "estimate", "peak memory of one training iteration, and its breakdown");
   AddGraphFlags(estimate, flags);
@@ -198,9 +215,21 @@ int main(int argc, char** argv) {
   AddRoundingFlag(plan, flags);
 
   CLI::App* fit = app.add_subcommand(
-      "fit", "does the graph fit on a device (exit 3 when it does not)");
+      "fit",
+      "does the graph fit on a device, or on each of several (exit 3 when "
+      "it fits on none)");
   AddGraphFlags(fit, flags);
-  fit->add_option("--device", flags.device, "device catalog name")->required();
+  fit->add_option("--device", flags.device, "device catalog name")
+      ->excludes(fit->add_option(
+          "--devices", flags.devices,
+          "comma-separated catalog names, or all: one answer per device"));
+  int64_t reserved_bytes = 0;
+  CLI::Option* reserved_option =
+      fit->add_option("--reserved_bytes", reserved_bytes,
+                      "bytes kept for the CUDA context, handles and "
+                      "fragmentation on each device (unset: 512MiB + 5% of "
+                      "the device's memory)")
+          ->transform(kByteSize);
   fit_ratio_option = AddOverheadFlag(fit, overhead_ratio);
   AddRoundingFlag(fit, flags);
 
@@ -260,6 +289,19 @@ int main(int argc, char** argv) {
     return kUsageExitCode;
   }
 
+  for (CLI::App* command : {estimate, plan, fit, profile}) {
+    if (command->parsed() && flags.graph.empty() && flags.fingerprint.empty()) {
+      std::cerr << "echoctl: " << command->get_name()
+                << " needs --graph or --fingerprint (see echoctl --help)\n";
+      return kUsageExitCode;
+    }
+  }
+  if (fit->parsed() && flags.device.empty() && flags.devices.empty()) {
+    std::cerr << "echoctl: fit needs --device or --devices (see echoctl "
+                 "--help)\n";
+    return kUsageExitCode;
+  }
+  if (reserved_option->count() > 0) flags.reserved_bytes = reserved_bytes;
   flags.json_output = output == "json";
   if (!policy.empty()) {
     flags.policy = static_cast<v1::RecomputePolicy>(std::stoi(policy));
@@ -285,6 +327,9 @@ int main(int argc, char** argv) {
   }
   echo::client::PlannerClient client(client_options);
   if (health->parsed()) return echo::client::RunHealth(client);
+  if (register_graph->parsed()) {
+    return echo::client::RunRegister(client, flags);
+  }
   if (estimate->parsed()) return echo::client::RunEstimate(client, flags);
   if (plan->parsed()) return echo::client::RunPlan(client, flags);
   if (fit->parsed()) return echo::client::RunFit(client, flags);
@@ -292,8 +337,8 @@ int main(int argc, char** argv) {
   if (frontier->parsed()) return echo::client::RunFrontier(client, flags);
   if (profile->parsed()) return echo::client::RunProfile(client, flags);
   if (node_info->parsed()) return echo::client::RunNodeInfo(client, flags);
-  std::cerr << "echoctl: no command given (health, estimate, plan, fit, "
-               "max-batch, frontier, profile, node-info; see echoctl "
+  std::cerr << "echoctl: no command given (health, register, estimate, plan, "
+               "fit, max-batch, frontier, profile, node-info; see echoctl "
                "--help)\n";
   return kUsageExitCode;
 }

@@ -136,6 +136,7 @@ ECHO_CLIENT_UNARY(FindMaxBatchSize, FindMaxBatchSizeRequest,
 ECHO_CLIENT_UNARY(GetMemoryFrontier, GetMemoryFrontierRequest,
                   GetMemoryFrontierResponse)
 ECHO_CLIENT_UNARY(ProfileOps, ProfileOpsRequest, ProfileOpsResponse)
+ECHO_CLIENT_UNARY(RegisterGraph, RegisterGraphRequest, RegisterGraphResponse)
 #undef ECHO_CLIENT_UNARY
 
 absl::StatusOr<v1::GetNodeInfoResponse> PlannerClient::GetNodeInfo() {

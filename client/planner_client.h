@@ -62,6 +62,8 @@ class PlannerClient {
       const v1::GetMemoryFrontierRequest& request);
   absl::StatusOr<v1::ProfileOpsResponse> ProfileOps(
       const v1::ProfileOpsRequest& request);
+  absl::StatusOr<v1::RegisterGraphResponse> RegisterGraph(
+      const v1::RegisterGraphRequest& request);
   absl::StatusOr<v1::GetNodeInfoResponse> GetNodeInfo();
 
  private:

@@ -188,6 +188,12 @@ std::vector<std::string> CatalogDeviceNames() {
   return names;
 }
 
+int64_t DefaultReservedBytes(int64_t device_memory_bytes) {
+  return kReservedContextBytes +
+         static_cast<int64_t>(kReservedMemoryFraction *
+                              static_cast<double>(device_memory_bytes));
+}
+
 absl::StatusOr<DeviceSpec> FindCatalogDevice(absl::string_view name) {
   const std::string lower = absl::AsciiStrToLower(name);
   for (const DeviceSpec& spec : DeviceCatalog()) {

@@ -38,6 +38,15 @@ double VectorPeakFlops(const DeviceSpec& device, DType dtype);
 double MatrixPeakFlops(const DeviceSpec& device, DType dtype, bool allow_tf32);
 
 // The built-in specs, in a fixed order.
+// What CheckFit reserves on a device when the request names no reserve: the
+// CUDA context with cuBLAS/cuDNN handles and their workspaces (300-500 MiB
+// with CUDA 11/12 on these GPUs, hence a fixed 512 MiB) plus the caching
+// allocator's fragmentation and cached-but-unusable blocks, a share of the
+// device's memory (5%). V100-16GB: 512 MiB + 0.8 GiB.
+inline constexpr int64_t kReservedContextBytes = int64_t{512} << 20;
+inline constexpr double kReservedMemoryFraction = 0.05;
+int64_t DefaultReservedBytes(int64_t device_memory_bytes);
+
 const std::vector<DeviceSpec>& DeviceCatalog();
 std::vector<std::string> CatalogDeviceNames();
 

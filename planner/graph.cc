@@ -126,6 +126,17 @@ absl::string_view PhaseName(Phase phase) {
   return "forward";
 }
 
+std::string OpDisplayName(const Op& op) {
+  std::string name = op.name.empty() ? op.id : op.name;
+  std::string detail = op.op_type;
+  const auto module = op.attributes.find(kModuleAttribute);
+  if (module != op.attributes.end() && !module->second.empty()) {
+    absl::StrAppend(&detail, detail.empty() ? "" : " ", "in ", module->second);
+  }
+  if (!detail.empty()) absl::StrAppend(&name, " (", detail, ")");
+  return name;
+}
+
 TensorIndex Graph::FindTensor(absl::string_view id) const {
   auto it = tensor_index_.find(id);
   return it == tensor_index_.end() ? -1 : it->second;

@@ -112,6 +112,15 @@ struct Op {
   std::map<std::string, std::string> attributes;
 };
 
+// Op attribute with the framework module the op belongs to (the hook's
+// nn.Module path, e.g. "encoder.layers.0.attn").
+inline constexpr char kModuleAttribute[] = "module";
+
+// How plans name an op to people: its framework name (the id when it has
+// none), then its op type and module when known, e.g.
+// "addmm_3 (aten::addmm in encoder.layers.0.attn)".
+std::string OpDisplayName(const Op& op);
+
 class Graph {
  public:
   const std::string& name() const { return name_; }

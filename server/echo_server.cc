@@ -73,9 +73,10 @@ absl::StatusOr<std::unique_ptr<EchoServer>> EchoServer::Start(
   ASSIGN_OR_RETURN(const std::optional<gid_t> socket_group,
                    ResolveGroup(options.unix_socket_group));
   server->service_ = std::make_unique<PlannerService>(
-      PlannerServiceOptions{options.max_concurrent_requests,
-                            options.worker_threads, options.heavy_graph_ops,
-                            server->authorizer_.get(), options.optimal},
+      PlannerServiceOptions{
+          options.max_concurrent_requests, options.worker_threads,
+          options.heavy_graph_ops, server->authorizer_.get(), options.optimal,
+          options.graph_cache_bytes, options.answer_cache_bytes},
       server->metrics_.get(), server->profiler_.get());
   if (absl::Status usable = server->service_->optimal_worker().CheckUsable();
       !usable.ok()) {

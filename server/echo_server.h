@@ -25,6 +25,9 @@ struct ServerOptions {
   // The worker pool for heavy requests (PlannerServiceOptions).
   int worker_threads = 0;
   int heavy_graph_ops = kDefaultHeavyGraphOps;
+  // The graph registry's and the answer cache's bounds.
+  int64_t graph_cache_bytes = kDefaultGraphCacheBytes;
+  int64_t answer_cache_bytes = kDefaultAnswerCacheBytes;
   std::string tls_cert_file;
   std::string tls_key_file;
   // PEM CA bundle: TCP clients must present a certificate it signed (mTLS).

@@ -28,6 +28,12 @@ ABSL_FLAG(int64_t, max_request_bytes, echo::server::kDefaultMaxRequestBytes,
 ABSL_FLAG(int32_t, max_concurrent_requests,
           echo::server::kDefaultMaxConcurrentRequests,
           "requests in flight beyond this get RESOURCE_EXHAUSTED");
+ABSL_FLAG(int64_t, graph_cache_bytes, echo::server::kDefaultGraphCacheBytes,
+          "bound of the graph registry (RegisterGraph), least recently used "
+          "graphs evicted first; default 512 MiB");
+ABSL_FLAG(int64_t, answer_cache_bytes, echo::server::kDefaultAnswerCacheBytes,
+          "bound of the cache of answers to fingerprint requests; default "
+          "64 MiB");
 ABSL_FLAG(std::string, tls_cert_file, "",
           "PEM certificate for TLS on the TCP port (with --tls_key_file)");
 ABSL_FLAG(std::string, tls_key_file, "", "PEM private key for TLS");
@@ -70,6 +76,8 @@ constexpr const char* kEnvFlags[] = {
     "metrics_address",
     "max_request_bytes",
     "max_concurrent_requests",
+    "graph_cache_bytes",
+    "answer_cache_bytes",
     "tls_cert_file",
     "tls_key_file",
     "tls_client_ca_file",
@@ -152,6 +160,13 @@ int main(int argc, char** argv) {
   options.max_request_bytes = absl::GetFlag(FLAGS_max_request_bytes);
   options.max_concurrent_requests =
       absl::GetFlag(FLAGS_max_concurrent_requests);
+  options.graph_cache_bytes = absl::GetFlag(FLAGS_graph_cache_bytes);
+  options.answer_cache_bytes = absl::GetFlag(FLAGS_answer_cache_bytes);
+  if (options.graph_cache_bytes < 0 || options.answer_cache_bytes < 0) {
+    std::cerr << "echod: --graph_cache_bytes and --answer_cache_bytes must "
+                 "be >= 0\n";
+    return 2;
+  }
   options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert_file);
   options.tls_key_file = absl::GetFlag(FLAGS_tls_key_file);
   options.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);

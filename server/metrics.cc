@@ -1,5 +1,7 @@
 #include "server/metrics.h"
 
+#include <map>
+
 #include "server/status_map.h"
 
 namespace echo::server {
@@ -79,12 +81,42 @@ ServerMetrics::ServerMetrics(std::shared_ptr<prometheus::Registry> registry)
                            .Help("Plans evaluated per FindMaxBatchSize or "
                                  "GetMemoryFrontier answer, by method")
                            .Register(*registry_)),
-      frontier_points_(prometheus::BuildHistogram()
-                           .Name("echo_frontier_points")
-                           .Help("Pareto points per GetMemoryFrontier answer")
-                           .Register(*registry_)
-                           .Add({}, prometheus::Histogram::BucketBoundaries{
-                                        1, 2, 4, 8, 16, 32, 64})) {}
+      frontier_points_(
+          prometheus::BuildHistogram()
+              .Name("echo_frontier_points")
+              .Help("Pareto points per GetMemoryFrontier answer")
+              .Register(*registry_)
+              .Add({}, prometheus::Histogram::BucketBoundaries{1, 2, 4, 8, 16,
+                                                               32, 64})),
+      cache_entries_(prometheus::BuildGauge()
+                         .Name("echo_cache_entries")
+                         .Help("Entries in a bounded cache (graph registry, "
+                               "answers)")
+                         .Register(*registry_)),
+      cache_bytes_(prometheus::BuildGauge()
+                       .Name("echo_cache_bytes")
+                       .Help("Bytes charged to a bounded cache")
+                       .Register(*registry_)),
+      cache_hits_(prometheus::BuildCounter()
+                      .Name("echo_cache_hits_total")
+                      .Help("Lookups a cache answered")
+                      .Register(*registry_)),
+      cache_misses_(prometheus::BuildCounter()
+                        .Name("echo_cache_misses_total")
+                        .Help("Lookups a cache could not answer")
+                        .Register(*registry_)),
+      cache_evictions_(prometheus::BuildCounter()
+                           .Name("echo_cache_evictions_total")
+                           .Help("Entries evicted to stay within the cache's "
+                                 "byte bound")
+                           .Register(*registry_)) {}
+
+CacheMetrics ServerMetrics::ForCache(const std::string& cache) {
+  const std::map<std::string, std::string> labels = {{"cache", cache}};
+  return CacheMetrics{cache_entries_.Add(labels), cache_bytes_.Add(labels),
+                      cache_hits_.Add(labels), cache_misses_.Add(labels),
+                      cache_evictions_.Add(labels)};
+}
 
 void ServerMetrics::RecordRequest(const std::string& method,
                                   grpc::StatusCode code, double seconds) {

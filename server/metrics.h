@@ -9,10 +9,20 @@
 #include "grpcpp/support/status.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
+#include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
 
 namespace echo::server {
+
+// One bounded cache's gauges and counters (label cache="graph" | "answer").
+struct CacheMetrics {
+  prometheus::Gauge& entries;
+  prometheus::Gauge& bytes;
+  prometheus::Counter& hits;
+  prometheus::Counter& misses;
+  prometheus::Counter& evictions;
+};
 
 class ServerMetrics {
  public:
@@ -34,6 +44,9 @@ class ServerMetrics {
                       int plans_evaluated);
   // GetMemoryFrontier: Pareto points returned and plans evaluated.
   void RecordFrontier(int points, int plans_evaluated);
+  // echo_cache_{entries,bytes} and echo_cache_{hits,misses,evictions}_total
+  // of the cache named `cache`.
+  CacheMetrics ForCache(const std::string& cache);
 
  private:
   void ObservePlans(const std::string& method, int plans);
@@ -51,6 +64,11 @@ class ServerMetrics {
   prometheus::Family<prometheus::Histogram>& max_batch_size_;
   prometheus::Family<prometheus::Histogram>& scheduler_plans_;
   prometheus::Histogram& frontier_points_;
+  prometheus::Family<prometheus::Gauge>& cache_entries_;
+  prometheus::Family<prometheus::Gauge>& cache_bytes_;
+  prometheus::Family<prometheus::Counter>& cache_hits_;
+  prometheus::Family<prometheus::Counter>& cache_misses_;
+  prometheus::Family<prometheus::Counter>& cache_evictions_;
 };
 
 }  // namespace echo::server

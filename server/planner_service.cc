@@ -14,6 +14,7 @@
 #include "planner/recompute/fit_check.h"
 #include "planner/recompute/recompute_planner.h"
 #include "planner/status_macros.h"
+#include "server/call_context.h"
 #include "server/guarded_call.h"
 #include "server/request_codec.h"
 #include "server/status_map.h"
@@ -36,7 +37,9 @@ PlannerService::PlannerService(PlannerServiceOptions options,
     : options_(options),
       metrics_(metrics),
       profiler_(profiler),
-      optimal_(options.optimal) {
+      optimal_(options.optimal),
+      registry_(std::make_unique<GraphRegistry>(
+          options_.graph_cache_bytes, options_.answer_cache_bytes, metrics)) {
   int threads = options_.worker_threads;
   if (threads <= 0) {
     threads =
@@ -104,12 +107,30 @@ grpc::ServerUnaryReactor* PlannerService::ServeRaw(
     Complete(context, reactor, method, start, metered, parsed);
     return reactor;
   }
+  // A question about a registered graph asked before: its cached answer.
+  std::string answer_key = AnswerKeyOf(method, call->first);
+  if (!answer_key.empty()) {
+    if (std::optional<std::string> cached = registry_->FindAnswer(answer_key)) {
+      Complete(context, reactor, method, start, metered,
+               RunGuarded(method, [&]() -> absl::Status {
+                 if (!call->second.ParseFromString(*cached)) {
+                   return absl::InternalError("a cached answer is corrupt");
+                 }
+                 return SerializeResponse(call->second, raw_response);
+               }));
+      return reactor;
+    }
+  }
   auto run = [this, context, reactor, method, start, metered, raw_response,
-              handle, call] {
+              handle, call, answer_key = std::move(answer_key)] {
     Complete(
         context, reactor, method, start, metered,
         RunGuarded(method, [&]() -> absl::Status {
           RETURN_IF_ERROR((this->*handle)(context, call->first, &call->second));
+          if (!answer_key.empty()) {
+            registry_->StoreAnswer(answer_key,
+                                   call->second.SerializeAsString());
+          }
           return SerializeResponse(call->second, raw_response);
         }));
   };
@@ -160,9 +181,9 @@ void PlannerService::Complete(grpc::CallbackServerContext* context,
 }
 
 absl::StatusOr<PlannerService::CostedGraph> PlannerService::PrepareGraph(
-    const char* method, const v1::Graph& proto, const v1::DeviceSpec* device) {
-  ASSIGN_OR_RETURN(planner::Graph graph, adapter::GraphFromProto(proto));
-  if (metrics_ != nullptr) metrics_->RecordGraphOps(method, graph.num_ops());
+    const char* method, std::shared_ptr<const planner::Graph> graph,
+    const v1::DeviceSpec* device) {
+  if (metrics_ != nullptr) metrics_->RecordGraphOps(method, graph->num_ops());
   std::optional<planner::DeviceSpec> resolved;
   if (device != nullptr && NamesDevice(*device)) {
     ASSIGN_OR_RETURN(resolved, adapter::ResolveDevice(*device));
@@ -171,7 +192,7 @@ absl::StatusOr<PlannerService::CostedGraph> PlannerService::PrepareGraph(
   const planner::ProfiledTimes* profiled =
       profiler_ != nullptr ? profiler_->TimesFor(device_ptr) : nullptr;
   ASSIGN_OR_RETURN(planner::CostTable costs,
-                   planner::EstimateOpCosts(graph, device_ptr, profiled));
+                   planner::EstimateOpCosts(*graph, device_ptr, profiled));
   return CostedGraph{std::move(graph), std::move(resolved), std::move(costs)};
 }
 
@@ -242,29 +263,41 @@ grpc::ServerUnaryReactor* PlannerService::GetNodeInfo(
                   &PlannerService::InfoLane, &PlannerService::DoGetNodeInfo);
 }
 
+PlannerService::Lane PlannerService::LaneFor(
+    const v1::Graph& graph, const std::string& fingerprint) const {
+  // A registered graph's size is not known before it is resolved; its
+  // cached answers never get here.
+  if (!fingerprint.empty()) return Lane::kPool;
+  return graph.ops_size() >= options_.heavy_graph_ops ? Lane::kPool
+                                                      : Lane::kInline;
+}
+
 PlannerService::Lane PlannerService::EstimateLane(
     const v1::EstimateMemoryRequest& request) const {
-  return LaneFor(request.graph());
+  return LaneFor(request.graph(), request.graph_fingerprint());
 }
 
 PlannerService::Lane PlannerService::PlanLane(
     const v1::GenerateRecomputePlanRequest& request) const {
   return request.policy() == v1::RECOMPUTE_POLICY_OPTIMAL
              ? Lane::kPool
-             : LaneFor(request.graph());
+             : LaneFor(request.graph(), request.graph_fingerprint());
 }
 
 PlannerService::Lane PlannerService::FitLane(
     const v1::CheckFitRequest& request) const {
-  return LaneFor(request.graph());
+  // Several devices: several plans.
+  return request.device_names_size() > 1
+             ? Lane::kPool
+             : LaneFor(request.graph(), request.graph_fingerprint());
 }
 
 absl::Status PlannerService::DoEstimateMemory(
     grpc::CallbackServerContext*, const v1::EstimateMemoryRequest& request,
     v1::EstimateMemoryResponse* response) {
-  ASSIGN_OR_RETURN(
-      CostedGraph costed,
-      PrepareGraph("EstimateMemory", request.graph(), &request.device()));
+  ASSIGN_OR_RETURN(const GraphRef ref, ResolveGraph(request));
+  ASSIGN_OR_RETURN(CostedGraph costed, PrepareGraph("EstimateMemory", ref.graph,
+                                                    &request.device()));
   ASSIGN_OR_RETURN(planner::MemoryModelOptions memory,
                    adapter::MemoryModelFromProto(request.allocator()));
   if (request.max_live_tensors() < -1) {
@@ -272,10 +305,10 @@ absl::Status PlannerService::DoEstimateMemory(
         "max_live_tensors must be >= -1, got ", request.max_live_tensors()));
   }
   const planner::SimulationResult result =
-      planner::SimulatePlain(costed.graph, memory);
+      planner::SimulatePlain(*costed.graph, memory);
   const int max_live =
       request.max_live_tensors() == 0 ? 20 : request.max_live_tensors();
-  adapter::FillEstimate(costed.graph, result, max_live, response);
+  adapter::FillEstimate(*costed.graph, result, max_live, response);
   if (costed.device && costed.costs.unit == planner::kSecondsUnit) {
     response->set_compute_time_seconds(costed.costs.TotalCost());
   }
@@ -293,18 +326,28 @@ absl::Status PlannerService::DoGenerateRecomputePlan(
                    adapter::PlanOptionsFromProto(request));
   options.interrupted = InterruptFor(context);
   const std::string policy(planner::RecomputePolicyName(options.policy));
+  ASSIGN_OR_RETURN(const GraphRef ref, ResolveGraph(request));
+  if (options.policy == planner::RecomputePolicy::kOptimal &&
+      !ref.fingerprint.empty()) {
+    // The solver's child process reads the graph proto; the registry keeps
+    // the planner's graph only.
+    return absl::FailedPreconditionError(
+        "policy OPTIMAL needs the graph in the request, not a "
+        "graph_fingerprint");
+  }
   absl::StatusOr<CostedGraph> costed =
-      PrepareGraph("GenerateRecomputePlan", request.graph(), &request.device());
+      PrepareGraph("GenerateRecomputePlan", ref.graph, &request.device());
   absl::Status planned = costed.status();
   if (planned.ok() && options.policy == planner::RecomputePolicy::kOptimal) {
     planned = PlanOptimal(request, *costed, options, response);
   } else if (planned.ok()) {
     absl::StatusOr<planner::RecomputePlan> plan =
-        planner::GenerateRecomputePlan(costed->graph, costed->costs.Costs(),
+        planner::GenerateRecomputePlan(*costed->graph, costed->costs.Costs(),
                                        options);
     planned = plan.status();
     if (plan.ok()) {
-      adapter::FillPlanResponse(costed->graph, *plan, options.policy, response);
+      adapter::FillPlanResponse(*costed->graph, *plan, options.policy,
+                                response);
     }
   }
   if (!planned.ok()) {
@@ -326,29 +369,15 @@ absl::Status PlannerService::DoGenerateRecomputePlan(
 absl::Status PlannerService::DoCheckFit(grpc::CallbackServerContext* context,
                                         const v1::CheckFitRequest& request,
                                         v1::CheckFitResponse* response) {
-  if (!NamesDevice(request.device())) {
-    return absl::InvalidArgumentError(
-        "CheckFit needs a device (a catalog name or a full spec)");
-  }
-  ASSIGN_OR_RETURN(planner::FitOptions options,
-                   adapter::FitOptionsFromProto(request));
-  options.interrupted = InterruptFor(context);
-  ASSIGN_OR_RETURN(CostedGraph costed, PrepareGraph("CheckFit", request.graph(),
-                                                    &request.device()));
-  options.device_memory_bytes = costed.device->memory_bytes;
-  ASSIGN_OR_RETURN(
-      const planner::FitResult fit,
-      planner::CheckFit(costed.graph, costed.costs.Costs(), options));
-  response->set_device_memory_bytes(options.device_memory_bytes);
-  adapter::FillFitResponse(fit, response);
-  return absl::OkStatus();
+  ASSIGN_OR_RETURN(const GraphRef ref, ResolveGraph(request));
+  return FitDevices(context, request, ref, response);
 }
 
 absl::Status PlannerService::DoProfileOps(grpc::CallbackServerContext*,
                                           const v1::ProfileOpsRequest& request,
                                           v1::ProfileOpsResponse* response) {
-  ASSIGN_OR_RETURN(planner::Graph graph,
-                   adapter::GraphFromProto(request.graph()));
+  ASSIGN_OR_RETURN(const GraphRef ref, ResolveGraph(request));
+  const planner::Graph& graph = *ref.graph;
   std::vector<planner::OpIndex> ops;
   for (const std::string& id : request.op_ids()) {
     const planner::OpIndex op = graph.FindOp(id);
@@ -364,6 +393,33 @@ absl::Status PlannerService::DoProfileOps(grpc::CallbackServerContext*,
   ASSIGN_OR_RETURN(planner::ProfileReport report,
                    profiler_->ProfileOps(graph, ops, request.force()));
   adapter::ProfileReportToProto(report, response);
+  // Profiled times change op costs: cached answers may be stale.
+  registry_->ClearAnswers();
+  return absl::OkStatus();
+}
+
+grpc::ServerUnaryReactor* PlannerService::RegisterGraph(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return ServeRaw(context, "RegisterGraph", request, response,
+                  /*metered=*/true, &PlannerService::RegisterLane,
+                  &PlannerService::DoRegisterGraph);
+}
+
+absl::Status PlannerService::DoRegisterGraph(
+    grpc::CallbackServerContext*, const v1::RegisterGraphRequest& request,
+    v1::RegisterGraphResponse* response) {
+  ASSIGN_OR_RETURN(const GraphRegistry::Registration registration,
+                   registry_->Register(request.graph()));
+  response->set_graph_fingerprint(registration.ref.fingerprint);
+  response->set_newly_registered(registration.newly_registered);
+  response->set_charged_bytes(registration.charged_bytes);
+  response->set_op_count(registration.ref.graph->num_ops());
+  response->set_tensor_count(registration.ref.graph->num_tensors());
+  if (metrics_ != nullptr) {
+    metrics_->RecordGraphOps("RegisterGraph",
+                             registration.ref.graph->num_ops());
+  }
   return absl::OkStatus();
 }
 

@@ -11,6 +11,8 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
+#include <type_traits>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -19,6 +21,7 @@
 #include "planner/graph.h"
 #include "planner/recompute/plan.h"
 #include "server/call_authorizer.h"
+#include "server/graph_registry.h"
 #include "server/metrics.h"
 #include "server/optimal_worker.h"
 #include "server/profiler/node_profiler.h"
@@ -53,6 +56,10 @@ struct PlannerServiceOptions {
   const CallAuthorizer* authorizer = nullptr;
   // Where and under which limits OPTIMAL's child processes run.
   OptimalWorkerOptions optimal;
+  // Bounds of the graph registry and of the cache of answers
+  // (graph_registry.h).
+  int64_t graph_cache_bytes = kDefaultGraphCacheBytes;
+  int64_t answer_cache_bytes = kDefaultAnswerCacheBytes;
 };
 
 // Every method is a raw handler: the service parses the request itself
@@ -67,7 +74,9 @@ using RawPlannerService =
                         v1::MemoryPlanner::WithRawCallbackMethod_ProfileOps<
                             v1::MemoryPlanner::
                                 WithRawCallbackMethod_GetNodeInfo<
-                                    v1::MemoryPlanner::Service>>>>>>>;
+                                    v1::MemoryPlanner::
+                                        WithRawCallbackMethod_RegisterGraph<
+                                            v1::MemoryPlanner::Service>>>>>>>>;
 
 class PlannerService final : public RawPlannerService {
  public:
@@ -108,27 +117,61 @@ class PlannerService final : public RawPlannerService {
   grpc::ServerUnaryReactor* GetNodeInfo(grpc::CallbackServerContext* context,
                                         const grpc::ByteBuffer* request,
                                         grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* RegisterGraph(grpc::CallbackServerContext* context,
+                                          const grpc::ByteBuffer* request,
+                                          grpc::ByteBuffer* response) override;
+
+  // The one place a request's graph or graph_fingerprint becomes the
+  // planner's graph (GraphRegistry::Resolve): every handler calls it.
+  template <typename Request>
+  absl::StatusOr<GraphRef> ResolveGraph(const Request& request) {
+    return registry_->Resolve(request.has_graph() ? &request.graph() : nullptr,
+                              request.graph_fingerprint());
+  }
+  const GraphRegistry& registry() const { return *registry_; }
 
  private:
   // A request's graph in the IR, its device (when it names one) and the
   // cost of every op.
   struct CostedGraph {
-    planner::Graph graph;
+    std::shared_ptr<const planner::Graph> graph;
     std::optional<planner::DeviceSpec> device;
     planner::CostTable costs;
   };
-  absl::StatusOr<CostedGraph> PrepareGraph(const char* method,
-                                           const v1::Graph& graph,
-                                           const v1::DeviceSpec* device);
+  absl::StatusOr<CostedGraph> PrepareGraph(
+      const char* method, std::shared_ptr<const planner::Graph> graph,
+      const v1::DeviceSpec* device);
+
+  // The answer-cache key of a question about a registered graph (the
+  // planning methods with graph_fingerprint set); empty: not cached.
+  template <typename Request>
+  static std::string AnswerKeyOf(const char* method, const Request& request) {
+    if constexpr (std::is_same_v<Request, v1::EstimateMemoryRequest> ||
+                  std::is_same_v<Request, v1::GenerateRecomputePlanRequest> ||
+                  std::is_same_v<Request, v1::CheckFitRequest> ||
+                  std::is_same_v<Request, v1::FindMaxBatchSizeRequest> ||
+                  std::is_same_v<Request, v1::GetMemoryFrontierRequest>) {
+      if (!request.graph_fingerprint().empty()) {
+        return GraphRegistry::AnswerKey(method, request);
+      }
+    }
+    return "";
+  }
+  // CheckFit's work: one device or many (graph_calls.cc).
+  absl::Status FitDevices(grpc::CallbackServerContext* context,
+                          const v1::CheckFitRequest& request,
+                          const GraphRef& ref, v1::CheckFitResponse* response);
 
   // Where a request runs: on the calling gRPC thread (cheap work) or on the
   // worker pool (heavy work).
   enum class Lane { kInline, kPool };
 
   // Admission control when `metered` (GetNodeInfo is not: it answers
-  // whatever the load), then parses the request, picks its lane with
-  // `lane_of`, runs `handle` there and serializes the response; times,
-  // counts, logs and finishes the call.
+  // whatever the load), then parses the request, answers a question about a
+  // registered graph asked before from the answer cache, else picks its
+  // lane with `lane_of`, runs `handle` there (caching the answer of a
+  // registered graph) and serializes the response; times, counts, logs and
+  // finishes the call.
   template <typename Request, typename Response>
   grpc::ServerUnaryReactor* ServeRaw(
       grpc::CallbackServerContext* context, const char* method,
@@ -154,9 +197,9 @@ class PlannerService final : public RawPlannerService {
                            const CostedGraph& costed,
                            const planner::RecomputePlanOptions& options,
                            v1::GenerateRecomputePlanResponse* response);
-  Lane LaneFor(const v1::Graph& graph) const {
-    return graph.ops_size() >= options_.heavy_graph_ops ? Lane::kPool
-                                                        : Lane::kInline;
+  Lane LaneFor(const v1::Graph& graph, const std::string& fingerprint) const;
+  Lane RegisterLane(const v1::RegisterGraphRequest& request) const {
+    return LaneFor(request.graph(), "");
   }
   Lane EstimateLane(const v1::EstimateMemoryRequest& request) const;
   Lane PlanLane(const v1::GenerateRecomputePlanRequest& request) const;
@@ -192,6 +235,9 @@ class PlannerService final : public RawPlannerService {
   absl::Status DoProfileOps(grpc::CallbackServerContext* context,
                             const v1::ProfileOpsRequest& request,
                             v1::ProfileOpsResponse* response);
+  absl::Status DoRegisterGraph(grpc::CallbackServerContext* context,
+                               const v1::RegisterGraphRequest& request,
+                               v1::RegisterGraphResponse* response);
   absl::Status DoGetNodeInfo(grpc::CallbackServerContext* context,
                              const v1::GetNodeInfoRequest& request,
                              v1::GetNodeInfoResponse* response);
@@ -205,6 +251,7 @@ class PlannerService final : public RawPlannerService {
   std::chrono::steady_clock::time_point abort_at_ =
       std::chrono::steady_clock::time_point::max();
   OptimalWorker optimal_;
+  std::unique_ptr<GraphRegistry> registry_;
   // Declared last: destroyed first, finishing what it has queued while the
   // members its tasks use are still alive.
   std::unique_ptr<WorkerPool> workers_;

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "adapter/graph_convert.h"
 #include "adapter/plan_convert.h"
+#include "planner/device_catalog.h"
 #include "planner/recompute/batch_search.h"
 #include "planner/status_macros.h"
 #include "server/planner_service.h"
@@ -13,20 +14,12 @@
 namespace echo::server {
 namespace {
 
-// Until the graph registry serves fingerprints, a request must carry its
-// graph.
-absl::Status RequireGraph(const std::string& fingerprint,
-                          const v1::Graph& graph) {
-  if (!fingerprint.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "graph_fingerprint '", fingerprint,
-        "' needs RegisterGraph, which this echod does not serve yet; send "
-        "the graph"));
-  }
-  if (graph.ops_size() == 0) {
-    return absl::InvalidArgumentError("the request has no graph");
-  }
-  return absl::OkStatus();
+absl::Status CheckFrontierSize(int64_t ops,
+                               const planner::FrontierOptions& options) {
+  if (ops <= options.max_ops) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "graph has ", ops, " ops; GetMemoryFrontier plans at most ",
+      options.max_ops, " (ask GenerateRecomputePlan for single budgets)"));
 }
 
 double SecondsSince(std::chrono::steady_clock::time_point start) {
@@ -49,7 +42,6 @@ absl::Status PlannerService::DoFindMaxBatchSize(
     const v1::FindMaxBatchSizeRequest& request,
     v1::FindMaxBatchSizeResponse* response) {
   const auto start = std::chrono::steady_clock::now();
-  RETURN_IF_ERROR(RequireGraph(request.graph_fingerprint(), request.graph()));
   if (!NamesDevice(request.device())) {
     return absl::InvalidArgumentError(
         "FindMaxBatchSize needs a device (a catalog name or a full "
@@ -61,7 +53,6 @@ absl::Status PlannerService::DoFindMaxBatchSize(
   if (request.has_max_overhead_ratio()) {
     options.max_overhead_ratio = request.max_overhead_ratio();
   }
-  options.reserved_bytes = request.reserved_bytes();
   if (request.min_batch_size() != 0) {
     options.min_batch = request.min_batch_size();
   }
@@ -70,10 +61,17 @@ absl::Status PlannerService::DoFindMaxBatchSize(
     options.multiple_of = request.multiple_of();
   }
   options.interrupted = InterruptFor(context);
+  ASSIGN_OR_RETURN(const GraphRef ref, ResolveGraph(request));
   ASSIGN_OR_RETURN(
       CostedGraph costed,
-      PrepareGraph("FindMaxBatchSize", request.graph(), &request.device()));
+      PrepareGraph("FindMaxBatchSize", ref.graph, &request.device()));
   options.device_memory_bytes = costed.device->memory_bytes;
+  // Unset: the device's allowance for the CUDA context, library handles and
+  // fragmentation, as in CheckFit.
+  options.reserved_bytes =
+      request.has_reserved_bytes()
+          ? request.reserved_bytes()
+          : planner::DefaultReservedBytes(options.device_memory_bytes);
   const planner::DeviceSpec* device = &*costed.device;
   const planner::ProfiledTimes* profiled =
       profiler_ != nullptr ? profiler_->TimesFor(device) : nullptr;
@@ -85,7 +83,7 @@ absl::Status PlannerService::DoFindMaxBatchSize(
     return table.Costs();
   };
   ASSIGN_OR_RETURN(const planner::MaxBatchResult result,
-                   planner::FindMaxBatchSize(costed.graph, costs, options));
+                   planner::FindMaxBatchSize(*costed.graph, costs, options));
   BatchFitToProto(result.without_recompute,
                   response->mutable_without_recompute());
   BatchFitToProto(result.with_recompute, response->mutable_with_recompute());
@@ -108,7 +106,6 @@ absl::Status PlannerService::DoGetMemoryFrontier(
     const v1::GetMemoryFrontierRequest& request,
     v1::GetMemoryFrontierResponse* response) {
   const auto start = std::chrono::steady_clock::now();
-  RETURN_IF_ERROR(RequireGraph(request.graph_fingerprint(), request.graph()));
   planner::FrontierOptions options;
   ASSIGN_OR_RETURN(options.memory,
                    adapter::MemoryModelFromProto(request.allocator()));
@@ -121,18 +118,15 @@ absl::Status PlannerService::DoGetMemoryFrontier(
   }
   options.interrupted = InterruptFor(context);
   // Refuse before converting: a graph over the limit is not planned.
-  if (request.graph().ops_size() > options.max_ops) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("graph has ", request.graph().ops_size(),
-                     " ops; GetMemoryFrontier plans at most ", options.max_ops,
-                     " (ask GenerateRecomputePlan for single budgets)"));
-  }
+  RETURN_IF_ERROR(CheckFrontierSize(request.graph().ops_size(), options));
+  ASSIGN_OR_RETURN(const GraphRef ref, ResolveGraph(request));
+  RETURN_IF_ERROR(CheckFrontierSize(ref.graph->num_ops(), options));
   ASSIGN_OR_RETURN(
       CostedGraph costed,
-      PrepareGraph("GetMemoryFrontier", request.graph(), &request.device()));
+      PrepareGraph("GetMemoryFrontier", ref.graph, &request.device()));
   ASSIGN_OR_RETURN(const planner::MemoryFrontier frontier,
                    planner::ComputeMemoryFrontier(
-                       costed.graph, costed.costs.Costs(), options));
+                       *costed.graph, costed.costs.Costs(), options));
   response->set_baseline_peak_bytes(frontier.baseline_peak_bytes);
   response->set_peak_lower_bound_bytes(frontier.peak_lower_bound_bytes);
   response->set_baseline_compute_cost(frontier.baseline_compute_cost);

@@ -3,7 +3,9 @@
 #include <algorithm>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "planner/device_catalog.h"
 #include "planner/recompute/plan.h"
 #include "planner/recompute/recompute_planner.h"
 #include "planner/status_macros.h"
@@ -16,12 +18,18 @@ absl::StatusOr<FitResult> CheckFit(const Graph& graph,
   const double ratio =
       options.max_overhead_ratio.value_or(kDefaultMaxOverheadRatio);
   // +inf is a valid budget ("any overhead"); NaN and negatives are not.
-  if (!(ratio >= 0) || options.reserved_bytes < 0) {
+  if (!(ratio >= 0)) {
     return absl::InvalidArgumentError(
-        "max_overhead_ratio and reserved_bytes must be >= 0");
+        absl::StrCat("max_overhead_ratio must be >= 0, got ", ratio));
   }
-  const int64_t capacity = options.device_memory_bytes - options.reserved_bytes;
+  if (options.reserved_bytes.value_or(0) < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "reserved_bytes must be >= 0, got ", *options.reserved_bytes));
+  }
   FitResult result;
+  result.reserved_bytes = options.reserved_bytes.value_or(
+      DefaultReservedBytes(options.device_memory_bytes));
+  const int64_t capacity = options.device_memory_bytes - result.reserved_bytes;
   result.baseline_peak_bytes = SimulatePlain(graph, options.memory).peak_bytes;
   result.planned_peak_bytes = result.baseline_peak_bytes;
   if (result.baseline_peak_bytes <= capacity) {

@@ -75,6 +75,17 @@ struct RecomputePlanOptions {
   // AUTO with an overhead budget only (no memory_limit_bytes).
   RecomputeObjective objective = RecomputeObjective::kPeakBytes;
   MemoryModelOptions memory;
+  // Plans people can read (PruneIdleRegions): AUTO's regions that save
+  // nothing at the peak are dropped when the peak does not rise; enabled by
+  // default. ECHO and CHEN_SQRT keep their published plans, OPTIMAL the
+  // MILP's.
+  struct PruneOptions {
+    bool enabled = true;
+    // Bound on the work: schedule steps replayed in all (one replay per
+    // region tried), at most ~0.2 s on a 1M-step schedule.
+    int64_t max_replayed_steps = 4'000'000;
+  };
+  PruneOptions prune;
   // Non-OK once the caller gave up (cancelled, past its deadline): checked
   // between passes and inside AUTO's search, whose work then stops and
   // whose status the plan returns. Empty: never.
@@ -85,9 +96,14 @@ struct RecomputePlanOptions {
 // connected by data or by a shared stashed source.
 struct RecomputeRegionReport {
   std::vector<OpIndex> ops;                 // re-executed ops, schedule order
+  std::vector<int32_t> steps;               // their positions in the schedule
   std::vector<TensorIndex> source_tensors;  // stashed tensors it reads
   std::vector<TensorIndex> freed_tensors;   // no longer stashed thanks to it
   int64_t bytes_saved_at_peak = 0;
+  // AUTO, for a region that saves nothing at the peak step: how much the
+  // peak would rise without it (it keeps another step below the peak); 0
+  // otherwise or when not measured.
+  int64_t peak_rise_if_dropped_bytes = 0;
   double recompute_cost = 0;
   std::string explanation;
 };
@@ -124,8 +140,10 @@ struct RecomputePlan {
 // A fit check (fit_check.h): the device's memory and the overhead budget.
 struct FitOptions {
   int64_t device_memory_bytes = 0;
-  // Bytes the framework keeps for itself (CUDA context, ...).
-  int64_t reserved_bytes = 0;
+  // Bytes the framework keeps for itself (CUDA context, library handles,
+  // allocator fragmentation); unset: DefaultReservedBytes of the device
+  // (device_catalog.h).
+  std::optional<int64_t> reserved_bytes;
   // Largest acceptable recompute overhead, as in RecomputePlanOptions: unset
   // means kDefaultMaxOverheadRatio, 0 means no extra compute at all.
   std::optional<double> max_overhead_ratio;
@@ -134,6 +152,8 @@ struct FitOptions {
 };
 
 struct FitResult {
+  // The reserve applied (the option's or the device default).
+  int64_t reserved_bytes = 0;
   bool fits = false;
   bool fits_without_recompute = false;
   int64_t baseline_peak_bytes = 0;

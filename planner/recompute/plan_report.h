@@ -37,6 +37,24 @@ int64_t StashBytes(const Graph& graph, const Schedule& schedule,
 int64_t StashLowerBound(const Graph& graph, const std::vector<double>& op_costs,
                         const MemoryModelOptions& memory, double cost_budget);
 
+// Readable plans: drops the regions that save nothing at the peak (their
+// clones leave the schedule, so their readers use the original instances)
+// as long as the replayed peak does not rise: all at once, else one at a
+// time, costliest first, within options.prune's replay budget. A region that
+// saves nothing at the peak step yet stays keeps another step below the
+// peak: its peak_rise_if_dropped_bytes says by how much (AUTO only, within
+// the same budget). The result's numbers are its replay's; the caller sets
+// feasible, solver fields, lower bound and message.
+RecomputePlan PruneIdleRegions(const Graph& graph,
+                               const std::vector<double>& op_costs,
+                               const RecomputePlanOptions& options,
+                               RecomputePlan plan);
+
+// Regions by bytes saved at the peak, largest first, then by the peak's
+// rise without them (stable: ties keep schedule order). The schedule is
+// unchanged.
+void SortRegionsBySaving(RecomputePlan& plan);
+
 // A peak no valid schedule can beat: the max over ops of what must be live
 // while it runs: persistent graph inputs; persistent tensors and graph
 // outputs made before it; its distinct inputs, outputs and workspace; every

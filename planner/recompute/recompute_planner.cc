@@ -121,6 +121,12 @@ absl::StatusOr<RecomputePlan> GenerateRecomputePlan(
         "policy ", RecomputePolicyName(options.policy),
         " produced an invalid schedule: ", plan.status().message()));
   }
+  // ECHO and CHEN_SQRT reproduce their papers' plans as published; OPTIMAL's
+  // cost is the MILP's.
+  if (options.prune.enabled && options.policy == RecomputePolicy::kAuto) {
+    *plan = PruneIdleRegions(graph, op_costs, options, *std::move(plan));
+  }
+  SortRegionsBySaving(*plan);
   plan->peak_lower_bound_bytes = PeakLowerBound(graph, options.memory);
   if (!options.memory_limit_bytes.has_value()) {
     plan->stash_lower_bound_bytes =

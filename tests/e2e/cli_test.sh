@@ -140,6 +140,34 @@ check "metrics count served estimates" \
 check "metrics count plans by policy and outcome" \
   grep -q 'echo_plans_total{outcome="infeasible",policy="auto"} 1' "$work/metrics.txt"
 
+# Cluster schedulers: register once, ask by fingerprint, every device.
+fp=$(ctl register --graph "$vgg" 2>"$work/register.txt")
+check "register prints a SHA-256 fingerprint" bash -c "[[ '$fp' =~ ^[0-9a-f]{64}$ ]]"
+check "register says what it stored" grep -q "registered graph 'VGG16.*: 45 ops" "$work/register.txt"
+check "the same graph registers to the same fingerprint" \
+  test "$(ctl register --graph "$vgg" 2>/dev/null)" = "$fp"
+ctl estimate --fingerprint "$fp" >"$work/est_fp.txt"
+check "estimate by fingerprint" grep -q "peak: 15825108992 bytes" "$work/est_fp.txt"
+ctl fit --fingerprint "$fp" --devices all >"$work/fit_all.txt"
+check "fit --devices all: a row per catalog device" \
+  test "$(grep -cE '^(rtx-2080-ti|v100-16gb|v100-32gb|a100-40gb|a100-80gb|h100-80gb|h200|l4) ' "$work/fit_all.txt")" -eq 8
+check "fit --devices all: a summary" grep -q "^fits on [0-9] of 8 device(s)" "$work/fit_all.txt"
+ctl --output json fit --fingerprint "$fp" --devices v100-16gb,a100-80gb >"$work/fit.json"
+check "fit --devices json: per-device answers with the default reserve" python3 -c "
+import json, sys
+d = json.load(open('$work/fit.json'))['devices']
+ok = [x['device_name'] for x in d] == ['v100-16gb', 'a100-80gb'] and all(
+    int(x['reserved_bytes']) == 512 * 2**20 + int(0.05 * int(x['device_memory_bytes'])) for x in d)
+sys.exit(0 if ok else 1)"
+ctl fit --fingerprint "$fp" --devices v100-16gb,tpu-v9 2>"$work/err.txt" >/dev/null
+check "fit with an unknown device is NOT_FOUND naming it" grep -q "NOT_FOUND: unknown device 'tpu-v9'" "$work/err.txt"
+ctl plan --fingerprint "$fp" --memory_limit_bytes 10GiB >"$work/plan_fp.txt"
+check "plan by fingerprint prints costs in percent" grep -qE "^extra compute: .* \([0-9.]+%\)" "$work/plan_fp.txt"
+ctl estimate --fingerprint 0000 2>"$work/err.txt" >/dev/null
+check "unknown fingerprint is NOT_FOUND naming it" grep -q "NOT_FOUND: graph fingerprint '0000'" "$work/err.txt"
+check "--graph and --fingerprint together is a usage error" \
+  bash -c "'$bin/echoctl' estimate --graph '$vgg' --fingerprint '$fp' 2>/dev/null; test \$? -eq 2"
+
 # Measured op times price only the device they were measured on.
 cat >"$work/cpu_measured.graph" <<'G'
 tensor x f32[1024,1024] input

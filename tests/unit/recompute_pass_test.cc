@@ -104,6 +104,22 @@ TEST(FitCheckTest, TheOverheadBudgetMeansWhatItMeansForPlans) {
   EXPECT_TRUE(Fit(1250, 0.5).fits);
 }
 
+TEST(FitCheckTest, UnsetReserveIsTheDevicesDefaultAllowance) {
+  const Graph graph = testing::ParseOrFail(testing::kTwoLayerChain);
+  FitOptions options;
+  options.device_memory_bytes = int64_t{16} << 30;
+  const FitResult fit = testing::ValueOrFail(
+      CheckFit(graph, testing::RelativeCosts(graph), options));
+  // 512 MiB for the CUDA context and handles + 5% of 16 GiB.
+  EXPECT_EQ(fit.reserved_bytes, (int64_t{512} << 20) + 858993459);
+  EXPECT_EQ(fit.reserved_bytes, DefaultReservedBytes(int64_t{16} << 30));
+  // A device smaller than the allowance has no usable memory.
+  options.device_memory_bytes = int64_t{256} << 20;
+  EXPECT_FALSE(testing::ValueOrFail(
+                   CheckFit(graph, testing::RelativeCosts(graph), options))
+                   .fits);
+}
+
 TEST(FitCheckTest, AnUnreachableMemoryIsAnAnswer) {
   const FitResult fit = Fit(100, std::nullopt);
   EXPECT_FALSE(fit.fits);

@@ -153,3 +153,8 @@ class PlannerClient:
 
     def check_fit(self, request):
         return self._call(self._stub.CheckFit, "CheckFit", request)
+
+    def register_graph(self, request):
+        """RegisterGraphRequest -> RegisterGraphResponse (graph_fingerprint):
+        later requests may carry the fingerprint instead of the graph."""
+        return self._call(self._stub.RegisterGraph, "RegisterGraph", request)

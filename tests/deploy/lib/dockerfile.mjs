@@ -18,13 +18,14 @@ const KEYWORDS = new Set([
 // Runtime libraries echod needs in the final image (Debian 12 names).
 export const RUNTIME_PACKAGES = [
   "libgrpc++1.51", "libprotobuf32", "libabsl20220623", "libprometheus-cpp-core1.0",
-  "libprometheus-cpp-pull1.0", "libspdlog1.10", "coinor-libcbc3",
+  "libprometheus-cpp-pull1.0", "libspdlog1.10", "coinor-libcbc3", "libssl3",
 ];
 // Build dependencies (the -dev packages of the above and the toolchain).
 export const BUILD_PACKAGES = [
   "build-essential", "cmake", "pkg-config", "libgrpc++-dev", "protobuf-compiler-grpc",
   "libprotobuf-dev", "protobuf-compiler", "libabsl-dev", "prometheus-cpp-dev",
   "libspdlog-dev", "nlohmann-json3-dev", "coinor-libcbc-dev", "libcli11-dev",
+  "libssl-dev",
 ];
 // Package-name prefixes of CUDA pieces: [runtime stage, build stage].
 export const CUDA_PACKAGES = [

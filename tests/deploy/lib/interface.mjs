@@ -59,6 +59,7 @@ export const TARGET_LABELS = new Set([
 
 // name -> { type, labels, values: { label: Set of allowed values } }
 const POLICIES = new Set(["auto", "none", "echo", "chen_sqrt", "optimal"]);
+const CACHES = new Set(["graph", "answer"]);
 export const METRICS = {
   echo_requests_total: { type: "counter", labels: ["method", "code"], values: { code: GRPC_CODES } },
   echo_request_duration_seconds: { type: "histogram", labels: ["method"] },
@@ -82,6 +83,12 @@ export const METRICS = {
   echo_profile_cache_hits_total: { type: "counter", labels: [] },
   echo_profile_cache_misses_total: { type: "counter", labels: [] },
   echo_profile_cache_entries: { type: "gauge", labels: [] },
+  // The graph registry and the cache of answers (README "For cluster schedulers").
+  echo_cache_entries: { type: "gauge", labels: ["cache"], values: { cache: CACHES } },
+  echo_cache_bytes: { type: "gauge", labels: ["cache"], values: { cache: CACHES } },
+  echo_cache_hits_total: { type: "counter", labels: ["cache"], values: { cache: CACHES } },
+  echo_cache_misses_total: { type: "counter", labels: ["cache"], values: { cache: CACHES } },
+  echo_cache_evictions_total: { type: "counter", labels: ["cache"], values: { cache: CACHES } },
 };
 
 // Series from outside echod that the alerts may use.
