@@ -223,6 +223,11 @@ TEST_F(OptimalWorkerTest, CbcsCrashOnFcn8IsInternalAndEchodKeepsServing) {
     // AUTO's plan under the limit as its start).
     EXPECT_EQ(plan->policy(), v1::RECOMPUTE_POLICY_OPTIMAL);
     EXPECT_FALSE(plan->solver_status().empty());
+  } else if (plan.status().code() == absl::StatusCode::kResourceExhausted) {
+    // On a machine too loaded for CBC to finish within its limits (seen
+    // under parallel builds): the limit's answer, never a hang.
+    EXPECT_THAT(std::string(plan.status().message()),
+                HasSubstr("OPTIMAL: the solver"));
   } else {
     EXPECT_EQ(plan.status().code(), absl::StatusCode::kInternal)
         << plan.status();
