@@ -46,6 +46,42 @@ bool NamesDevice(const v1::DeviceSpec& device) {
          device.memory_bandwidth_bytes_per_second() != 0;
 }
 
+namespace {
+
+// The timeline fields of EstimateMemory and GenerateRecomputePlan requests,
+// checked before any work whether or not a timeline is asked for.
+template <typename Request>
+absl::Status ValidateTimelineRequest(const Request& request) {
+  RETURN_IF_ERROR(
+      planner::ValidateTimelinePoints(request.timeline_max_points()));
+  if (request.max_live_tensors() < -1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_live_tensors must be >= -1, got ", request.max_live_tensors()));
+  }
+  return absl::OkStatus();
+}
+
+int MaxLiveTensors(int32_t requested) {
+  return requested == 0 ? 20 : requested;
+}
+
+// The memory timeline of `schedule`, when the request asks for one.
+template <typename Request>
+absl::Status FillTimelineIfAsked(const Request& request,
+                                 const planner::Graph& graph,
+                                 const planner::Schedule& schedule,
+                                 const planner::MemoryModelOptions& memory,
+                                 v1::MemoryTimeline* out) {
+  if (!request.include_timeline()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(const planner::MemoryTimeline timeline,
+                   planner::SimulateTimeline(graph, schedule, memory,
+                                             request.timeline_max_points()));
+  adapter::FillTimeline(graph, schedule, timeline, out);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 PlannerService::PlannerService(PlannerServiceOptions options,
                                ServerMetrics* metrics, NodeProfiler* profiler)
     : options_(options), metrics_(metrics), profiler_(profiler) {
@@ -246,15 +282,14 @@ absl::Status PlannerService::DoEstimateMemory(
       PrepareGraph("EstimateMemory", request.graph(), &request.device()));
   ASSIGN_OR_RETURN(planner::MemoryModelOptions memory,
                    adapter::MemoryModelFromProto(request.allocator()));
-  if (request.max_live_tensors() < -1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "max_live_tensors must be >= -1, got ", request.max_live_tensors()));
-  }
+  RETURN_IF_ERROR(ValidateTimelineRequest(request));
   const planner::SimulationResult result =
       planner::SimulatePlain(costed.graph, memory);
-  const int max_live =
-      request.max_live_tensors() == 0 ? 20 : request.max_live_tensors();
-  adapter::FillEstimate(costed.graph, result, max_live, response);
+  adapter::FillEstimate(costed.graph, result,
+                        MaxLiveTensors(request.max_live_tensors()), response);
+  RETURN_IF_ERROR(FillTimelineIfAsked(request, costed.graph,
+                                      planner::PlainSchedule(costed.graph),
+                                      memory, response->mutable_timeline()));
   if (costed.device && costed.costs.unit == planner::kSecondsUnit) {
     response->set_compute_time_seconds(costed.costs.TotalCost());
   }
@@ -270,6 +305,7 @@ absl::Status PlannerService::DoGenerateRecomputePlan(
     v1::GenerateRecomputePlanResponse* response) {
   ASSIGN_OR_RETURN(planner::RecomputePlanOptions options,
                    adapter::PlanOptionsFromProto(request));
+  RETURN_IF_ERROR(ValidateTimelineRequest(request));
   options.interrupted = InterruptFor(context);
   const std::string policy(planner::RecomputePolicyName(options.policy));
   absl::StatusOr<CostedGraph> costed =
@@ -288,6 +324,17 @@ absl::Status PlannerService::DoGenerateRecomputePlan(
   response->set_cost_unit(costed->costs.unit);
   adapter::CostSourceSummaryToProto(costed->costs.Summary(),
                                     response->mutable_cost_sources());
+  if (request.include_timeline()) {
+    ASSIGN_OR_RETURN(
+        const planner::SimulationResult replay,
+        planner::ReplaySchedule(costed->graph, plan->schedule, options.memory));
+    adapter::FillLiveTensors(costed->graph, replay.live_at_peak,
+                             MaxLiveTensors(request.max_live_tensors()),
+                             response->mutable_live_at_peak());
+    RETURN_IF_ERROR(FillTimelineIfAsked(request, costed->graph, plan->schedule,
+                                        options.memory,
+                                        response->mutable_timeline()));
+  }
   if (metrics_ != nullptr) {
     metrics_->RecordPlan(policy, plan->feasible ? "feasible" : "infeasible",
                          plan->baseline_peak_bytes - plan->planned_peak_bytes,
