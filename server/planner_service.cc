@@ -65,18 +65,18 @@ int MaxLiveTensors(int32_t requested) {
   return requested == 0 ? 20 : requested;
 }
 
-// The memory timeline of `schedule`, when the request asks for one.
-template <typename Request>
-absl::Status FillTimelineIfAsked(const Request& request,
-                                 const planner::Graph& graph,
-                                 const planner::Schedule& schedule,
-                                 const planner::MemoryModelOptions& memory,
-                                 v1::MemoryTimeline* out) {
-  if (!request.include_timeline()) return absl::OkStatus();
+// The memory timeline of `schedule` into the response (callers ask only
+// when the request has include_timeline).
+template <typename Request, typename Response>
+absl::Status AddTimeline(const Request& request, const planner::Graph& graph,
+                         const planner::Schedule& schedule,
+                         const planner::MemoryModelOptions& memory,
+                         Response* response) {
   ASSIGN_OR_RETURN(const planner::MemoryTimeline timeline,
                    planner::SimulateTimeline(graph, schedule, memory,
                                              request.timeline_max_points()));
-  adapter::FillTimeline(graph, schedule, timeline, out);
+  adapter::FillTimeline(graph, schedule, timeline,
+                        response->mutable_timeline());
   return absl::OkStatus();
 }
 
@@ -287,9 +287,11 @@ absl::Status PlannerService::DoEstimateMemory(
       planner::SimulatePlain(costed.graph, memory);
   adapter::FillEstimate(costed.graph, result,
                         MaxLiveTensors(request.max_live_tensors()), response);
-  RETURN_IF_ERROR(FillTimelineIfAsked(request, costed.graph,
-                                      planner::PlainSchedule(costed.graph),
-                                      memory, response->mutable_timeline()));
+  if (request.include_timeline()) {
+    RETURN_IF_ERROR(AddTimeline(request, costed.graph,
+                                planner::PlainSchedule(costed.graph), memory,
+                                response));
+  }
   if (costed.device && costed.costs.unit == planner::kSecondsUnit) {
     response->set_compute_time_seconds(costed.costs.TotalCost());
   }
@@ -331,9 +333,8 @@ absl::Status PlannerService::DoGenerateRecomputePlan(
     adapter::FillLiveTensors(costed->graph, replay.live_at_peak,
                              MaxLiveTensors(request.max_live_tensors()),
                              response->mutable_live_at_peak());
-    RETURN_IF_ERROR(FillTimelineIfAsked(request, costed->graph, plan->schedule,
-                                        options.memory,
-                                        response->mutable_timeline()));
+    RETURN_IF_ERROR(AddTimeline(request, costed->graph, plan->schedule,
+                                options.memory, response));
   }
   if (metrics_ != nullptr) {
     metrics_->RecordPlan(policy, plan->feasible ? "feasible" : "infeasible",
