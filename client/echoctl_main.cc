@@ -17,7 +17,7 @@
 //   echoctl report --graph G --html OUT.html [--policy P]
 //                  [--memory_limit_bytes N | --max_overhead_ratio R]
 //                  [--device NAME] [--live_tensors K] [--timeline_points N]
-//                  [--max_points N]
+//                  [--max_points N] [--allocator_rounding_bytes N]
 //
 // Every --graph command takes --batch_dim auto|N for Checkmate files: the
 // graph's batch size (auto: from the file name, e.g. _b256), every node's
