@@ -188,8 +188,6 @@ int main(int argc, char** argv) {
   int64_t memory_limit_bytes = 0;
   double overhead_ratio = 0;
   std::string policy;
-  CLI::Option* memory_limit_option = nullptr;
-  CLI::Option* plan_ratio_option = nullptr;
   CLI::Option* fit_ratio_option = nullptr;
 
   CLI::App* health = app.add_subcommand("health", "exit 0 only when SERVING");
@@ -212,8 +210,6 @@ int main(int argc, char** argv) {
   AddGraphFlags(plan, flags);
   PlanFlags plan_flags =
       AddPlanFlags(plan, flags, policy, memory_limit_bytes, overhead_ratio);
-  memory_limit_option = plan_flags.memory_limit;
-  plan_ratio_option = plan_flags.overhead_ratio;
   std::string objective;
   plan->add_option("--objective", objective,
                    "what AUTO minimizes within its overhead budget: "
@@ -318,10 +314,11 @@ int main(int argc, char** argv) {
   } else if (objective == "peak_bytes") {
     flags.objective = v1::RECOMPUTE_OBJECTIVE_PEAK_BYTES;
   }
-  if (memory_limit_option->count() + report_flags.memory_limit->count() > 0) {
+  if (plan_flags.memory_limit->count() + report_flags.memory_limit->count() >
+      0) {
     flags.memory_limit_bytes = memory_limit_bytes;
   }
-  if (plan_ratio_option->count() + fit_ratio_option->count() +
+  if (plan_flags.overhead_ratio->count() + fit_ratio_option->count() +
           batch_ratio_option->count() + report_flags.overhead_ratio->count() >
       0) {
     flags.max_overhead_ratio = overhead_ratio;

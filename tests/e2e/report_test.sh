@@ -118,6 +118,12 @@ check "the downsampled page passes its self-check" \
 check "the downsampled plot keeps the peak (15825108992)" \
   test "$(field "$work/small.json" plotted_peak_bytes)" = 15825108992
 
+ctl --output json report --graph "$graph" --device "$device" \
+  --html "$work/again.html" >"$work/report.json"
+check "report --output json names the page and the peaks" \
+  test "$(field "$work/report.json" peak_bytes)/$(field "$work/report.json" planned_peak_bytes)/$(field "$work/report.json" html)" \
+    = "$est_peak/$plan_peak/$work/again.html"
+
 # Bad input: each a clear error, the server keeps serving.
 ctl report --graph "$graph" >/dev/null 2>"$work/err1"
 check "report without --html is a usage error (exit 2)" test $? -eq 2
