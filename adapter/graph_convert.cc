@@ -300,19 +300,45 @@ void FillEstimate(const planner::Graph& graph,
   response->set_op_count(graph.num_ops());
   response->set_tensor_count(graph.num_tensors());
   response->set_persistent_bytes(result.persistent_bytes);
+  FillLiveTensors(graph, result.live_at_peak, max_live_tensors,
+                  response->mutable_live_at_peak());
+}
+
+void FillLiveTensors(const planner::Graph& graph,
+                     const std::vector<planner::LiveInstance>& live,
+                     int max_live_tensors,
+                     google::protobuf::RepeatedPtrField<v1::LiveTensor>* out) {
   const size_t limit = max_live_tensors < 0
-                           ? result.live_at_peak.size()
+                           ? live.size()
                            : static_cast<size_t>(max_live_tensors);
-  for (size_t i = 0; i < result.live_at_peak.size() && i < limit; ++i) {
-    const planner::LiveInstance& live = result.live_at_peak[i];
-    const planner::Tensor& tensor = graph.tensor(live.tensor);
-    v1::LiveTensor* out = response->add_live_at_peak();
-    out->set_tensor_id(tensor.id);
-    out->set_size_bytes(live.bytes);
-    out->set_role(RoleToProto(tensor.role));
+  for (size_t i = 0; i < live.size() && i < limit; ++i) {
+    const planner::Tensor& tensor = graph.tensor(live[i].tensor);
+    v1::LiveTensor* tensor_proto = out->Add();
+    tensor_proto->set_tensor_id(tensor.id);
+    tensor_proto->set_size_bytes(live[i].bytes);
+    tensor_proto->set_role(RoleToProto(tensor.role));
     if (tensor.producer != planner::kNoOp) {
-      out->set_producer_op_id(graph.op(tensor.producer).id);
+      tensor_proto->set_producer_op_id(graph.op(tensor.producer).id);
     }
+  }
+}
+
+void FillTimeline(const planner::Graph& graph,
+                  const planner::Schedule& schedule,
+                  const planner::MemoryTimeline& timeline,
+                  v1::MemoryTimeline* proto) {
+  proto->set_num_steps(timeline.num_steps);
+  proto->set_peak_bytes(timeline.peak_bytes);
+  proto->set_peak_step(timeline.peak_step);
+  proto->set_downsampled(timeline.downsampled);
+  proto->mutable_points()->Reserve(static_cast<int>(timeline.points.size()));
+  for (const planner::TimelinePoint& point : timeline.points) {
+    v1::TimelinePoint* out = proto->add_points();
+    const planner::Execution& execution = schedule[point.step];
+    out->set_step(point.step);
+    out->set_op_id(graph.op(execution.op).id);
+    out->set_recompute(execution.recompute);
+    FillBreakdown(point.bytes, out->mutable_bytes());
   }
 }
 

@@ -3,6 +3,8 @@
 #ifndef ECHO_ADAPTER_GRAPH_CONVERT_H_
 #define ECHO_ADAPTER_GRAPH_CONVERT_H_
 
+#include <vector>
+
 #include "absl/status/statusor.h"
 #include "echo/v1/graph.pb.h"
 #include "echo/v1/planner.pb.h"
@@ -29,6 +31,19 @@ absl::StatusOr<planner::MemoryModelOptions> MemoryModelFromProto(
 void FillEstimate(const planner::Graph& graph,
                   const planner::SimulationResult& result, int max_live_tensors,
                   v1::EstimateMemoryResponse* response);
+
+// The `max_live_tensors` largest instances of `live` (-1: all), appended.
+void FillLiveTensors(const planner::Graph& graph,
+                     const std::vector<planner::LiveInstance>& live,
+                     int max_live_tensors,
+                     google::protobuf::RepeatedPtrField<v1::LiveTensor>* out);
+
+// The timeline of `schedule` (each point named by its op and whether it is
+// a recomputation).
+void FillTimeline(const planner::Graph& graph,
+                  const planner::Schedule& schedule,
+                  const planner::MemoryTimeline& timeline,
+                  v1::MemoryTimeline* proto);
 
 // The two enums list the same types; a proto value this build does not
 // know reads as kUnspecified, and kUnspecified as DTYPE_UNSPECIFIED.

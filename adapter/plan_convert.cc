@@ -97,6 +97,22 @@ absl::StatusOr<planner::RecomputePlanOptions> PlanOptionsFromProto(
   return options;
 }
 
+absl::StatusOr<planner::Schedule> ScheduleFromProto(
+    const planner::Graph& graph,
+    const v1::GenerateRecomputePlanResponse& response) {
+  planner::Schedule schedule;
+  schedule.reserve(response.schedule_size());
+  for (const v1::Execution& e : response.schedule()) {
+    const planner::OpIndex op = graph.FindOp(e.op_id());
+    if (op < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the plan's schedule names unknown op '", e.op_id(), "'"));
+    }
+    schedule.push_back(planner::Execution{op, e.recompute()});
+  }
+  return schedule;
+}
+
 void FillPlanResponse(const planner::Graph& graph,
                       const planner::RecomputePlan& plan,
                       planner::RecomputePolicy policy,

@@ -18,6 +18,12 @@ absl::StatusOr<planner::RecomputePlanOptions> PlanOptionsFromProto(
 
 v1::RecomputePolicy PolicyToProto(planner::RecomputePolicy policy);
 
+// The response's schedule in the IR; INVALID_ARGUMENT naming an op the
+// graph does not have.
+absl::StatusOr<planner::Schedule> ScheduleFromProto(
+    const planner::Graph& graph,
+    const v1::GenerateRecomputePlanResponse& response);
+
 // Everything but the cost unit and sources, which the caller knows.
 void FillPlanResponse(const planner::Graph& graph,
                       const planner::RecomputePlan& plan,

@@ -17,9 +17,7 @@
 #include "planner/byte_size.h"
 
 namespace echo::client {
-namespace {
 
-// The server's error (or the channel's): the gRPC code name and message.
 int RpcError(const absl::Status& status) {
   std::string code = absl::StatusCodeToString(status.code());
   for (char& c : code) c = c == ' ' ? '_' : absl::ascii_toupper(c);
@@ -27,8 +25,6 @@ int RpcError(const absl::Status& status) {
   return 1;
 }
 
-// Reads --graph into `graph`; on failure prints the client's error (no gRPC
-// code: nothing was sent) and returns false.
 bool LoadGraph(const EchoctlFlags& flags, v1::Graph* graph) {
   absl::StatusOr<adapter::GraphFormat> format =
       adapter::ParseGraphFormat(flags.format);
@@ -43,6 +39,8 @@ bool LoadGraph(const EchoctlFlags& flags, v1::Graph* graph) {
   *graph = *std::move(loaded);
   return true;
 }
+
+namespace {
 
 // The request's graph: --fingerprint, or --graph loaded (false after
 // printing why it could not be).
@@ -145,13 +143,42 @@ int RunRegister(PlannerClient& client, const EchoctlFlags& flags) {
   return 0;
 }
 
+void FillEstimateRequest(const EchoctlFlags& flags,
+                         v1::EstimateMemoryRequest* request) {
+  if (!flags.device.empty()) request->mutable_device()->set_name(flags.device);
+  request->mutable_allocator()->set_rounding_bytes(
+      flags.allocator_rounding_bytes);
+  request->set_max_live_tensors(flags.live_tensors);
+}
+
+void FillPlanRequest(const EchoctlFlags& flags,
+                     v1::GenerateRecomputePlanRequest* request) {
+  request->set_policy(flags.policy);
+  request->set_objective(flags.objective);
+  if (flags.memory_limit_bytes) {
+    request->set_memory_limit_bytes(*flags.memory_limit_bytes);
+  }
+  if (flags.max_overhead_ratio) {
+    request->set_max_overhead_ratio(*flags.max_overhead_ratio);
+  }
+  if (!flags.device.empty()) request->mutable_device()->set_name(flags.device);
+  request->mutable_allocator()->set_rounding_bytes(
+      flags.allocator_rounding_bytes);
+  request->set_solver_time_limit_seconds(flags.solver_time_limit_seconds);
+}
+
+void FillFrontierRequest(const EchoctlFlags& flags,
+                         v1::GetMemoryFrontierRequest* request) {
+  if (!flags.device.empty()) request->mutable_device()->set_name(flags.device);
+  request->mutable_allocator()->set_rounding_bytes(
+      flags.allocator_rounding_bytes);
+  request->set_max_points(flags.max_points);
+}
+
 int RunEstimate(PlannerClient& client, const EchoctlFlags& flags) {
   v1::EstimateMemoryRequest request;
   if (!SetGraph(flags, &request)) return 1;
-  if (!flags.device.empty()) request.mutable_device()->set_name(flags.device);
-  request.mutable_allocator()->set_rounding_bytes(
-      flags.allocator_rounding_bytes);
-  request.set_max_live_tensors(flags.live_tensors);
+  FillEstimateRequest(flags, &request);
   absl::StatusOr<v1::EstimateMemoryResponse> response =
       client.EstimateMemory(request);
   if (!response.ok()) return RpcError(response.status());
@@ -188,18 +215,7 @@ int RunEstimate(PlannerClient& client, const EchoctlFlags& flags) {
 int RunPlan(PlannerClient& client, const EchoctlFlags& flags) {
   v1::GenerateRecomputePlanRequest request;
   if (!SetGraph(flags, &request)) return 1;
-  request.set_policy(flags.policy);
-  request.set_objective(flags.objective);
-  if (flags.memory_limit_bytes) {
-    request.set_memory_limit_bytes(*flags.memory_limit_bytes);
-  }
-  if (flags.max_overhead_ratio) {
-    request.set_max_overhead_ratio(*flags.max_overhead_ratio);
-  }
-  if (!flags.device.empty()) request.mutable_device()->set_name(flags.device);
-  request.mutable_allocator()->set_rounding_bytes(
-      flags.allocator_rounding_bytes);
-  request.set_solver_time_limit_seconds(flags.solver_time_limit_seconds);
+  FillPlanRequest(flags, &request);
   absl::StatusOr<v1::GenerateRecomputePlanResponse> response =
       client.GenerateRecomputePlan(request);
   if (!response.ok()) return RpcError(response.status());
@@ -421,10 +437,7 @@ int RunMaxBatch(PlannerClient& client, const EchoctlFlags& flags) {
 int RunFrontier(PlannerClient& client, const EchoctlFlags& flags) {
   v1::GetMemoryFrontierRequest request;
   if (!LoadGraph(flags, request.mutable_graph())) return 1;
-  if (!flags.device.empty()) request.mutable_device()->set_name(flags.device);
-  request.mutable_allocator()->set_rounding_bytes(
-      flags.allocator_rounding_bytes);
-  request.set_max_points(flags.max_points);
+  FillFrontierRequest(flags, &request);
   absl::StatusOr<v1::GetMemoryFrontierResponse> response =
       client.GetMemoryFrontier(request);
   if (!response.ok()) return RpcError(response.status());

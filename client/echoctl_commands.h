@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "absl/status/status.h"
 #include "client/planner_client.h"
 #include "echo/v1/planner.pb.h"
 
@@ -44,7 +45,24 @@ struct EchoctlFlags {
   int64_t multiple_of = 0;
   // frontier
   int32_t max_points = 0;
+  // report
+  std::string html_path;
+  int32_t timeline_points = 0;
 };
+
+// Shared by the commands. Prints the server's error (or the channel's) with
+// its gRPC code name and returns 1.
+int RpcError(const absl::Status& status);
+// Reads --graph into `graph`; on failure prints the client's error (no gRPC
+// code: nothing was sent) and returns false.
+bool LoadGraph(const EchoctlFlags& flags, v1::Graph* graph);
+// A request's fields from the flags, all but the graph.
+void FillEstimateRequest(const EchoctlFlags& flags,
+                         v1::EstimateMemoryRequest* request);
+void FillPlanRequest(const EchoctlFlags& flags,
+                     v1::GenerateRecomputePlanRequest* request);
+void FillFrontierRequest(const EchoctlFlags& flags,
+                         v1::GetMemoryFrontierRequest* request);
 
 int RunHealth(PlannerClient& client);
 int RunRegister(PlannerClient& client, const EchoctlFlags& flags);
@@ -56,6 +74,9 @@ int RunProfile(PlannerClient& client, const EchoctlFlags& flags);
 int RunMaxBatch(PlannerClient& client, const EchoctlFlags& flags);
 int RunFrontier(PlannerClient& client, const EchoctlFlags& flags);
 int RunNodeInfo(PlannerClient& client, const EchoctlFlags& flags);
+// The estimate, the plan and the frontier as one HTML page (client/
+// html_report.h) written to flags.html_path (report_command.cc).
+int RunReport(PlannerClient& client, const EchoctlFlags& flags);
 
 }  // namespace echo::client
 

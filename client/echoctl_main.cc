@@ -18,6 +18,10 @@
 //                     [--multiple_of N]
 //   echoctl frontier --graph G [--device NAME] [--max_points N]
 //   echoctl profile (--graph G | --fingerprint F) [--force]
+//   echoctl report --graph G --html OUT.html [--policy P]
+//                  [--memory_limit_bytes N | --max_overhead_ratio R]
+//                  [--device NAME] [--live_tensors K] [--timeline_points N]
+//                  [--max_points N] [--allocator_rounding_bytes N]
 //
 // Every --graph command takes --batch_dim auto|N for Checkmate files: the
 // graph's batch size (auto: from the file name, e.g. _b256), every node's
@@ -117,6 +121,39 @@ CLI::Option* AddOverheadFlag(CLI::App* command, double& ratio) {
       ->check(CLI::NonNegativeNumber);
 }
 
+struct PlanFlags {
+  CLI::Option* memory_limit;
+  CLI::Option* overhead_ratio;
+};
+
+// --policy, the two exclusive budgets, --device, --solver_time_limit_seconds.
+PlanFlags AddPlanFlags(CLI::App* command, EchoctlFlags& flags,
+                       std::string& policy, int64_t& memory_limit_bytes,
+                       double& overhead_ratio) {
+  command
+      ->add_option("--policy", policy,
+                   "auto, none, echo, chen_sqrt or optimal (any case)")
+      ->transform(kPolicy)
+      ->default_str("auto");
+  PlanFlags added;
+  added.memory_limit =
+      command
+          ->add_option("--memory_limit_bytes", memory_limit_bytes,
+                       "minimize extra compute with the peak at most this "
+                       "(e.g. 10GiB, 1e10)")
+          ->transform(kByteSize);
+  added.overhead_ratio = AddOverheadFlag(command, overhead_ratio);
+  added.memory_limit->excludes(added.overhead_ratio);
+  command->add_option("--device", flags.device,
+                      "device catalog name: plan in seconds on it");
+  command
+      ->add_option("--solver_time_limit_seconds",
+                   flags.solver_time_limit_seconds,
+                   "OPTIMAL's time limit (0: the server's default)")
+      ->check(CLI::NonNegativeNumber);
+  return added;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -163,8 +200,6 @@ int main(int argc, char** argv) {
   int64_t memory_limit_bytes = 0;
   double overhead_ratio = 0;
   std::string policy;
-  CLI::Option* memory_limit_option = nullptr;
-  CLI::Option* plan_ratio_option = nullptr;
   CLI::Option* fit_ratio_option = nullptr;
 
   CLI::App* health = app.add_subcommand("health", "exit 0 only when SERVING");
@@ -190,23 +225,8 @@ int main(int argc, char** argv) {
   CLI::App* plan = app.add_subcommand(
       "plan", "a recompute plan under a policy and a budget");
   AddGraphFlags(plan, flags);
-  plan->add_option("--policy", policy,
-                   "auto, none, echo, chen_sqrt or optimal (any case)")
-      ->transform(kPolicy)
-      ->default_str("auto");
-  memory_limit_option =
-      plan->add_option("--memory_limit_bytes", memory_limit_bytes,
-                       "minimize extra compute with the peak at most this "
-                       "(e.g. 10GiB, 1e10)")
-          ->transform(kByteSize);
-  plan_ratio_option = AddOverheadFlag(plan, overhead_ratio);
-  memory_limit_option->excludes(plan_ratio_option);
-  plan->add_option("--device", flags.device,
-                   "device catalog name: plan in seconds on it");
-  plan->add_option("--solver_time_limit_seconds",
-                   flags.solver_time_limit_seconds,
-                   "OPTIMAL's time limit (0: the server's default)")
-      ->check(CLI::NonNegativeNumber);
+  PlanFlags plan_flags =
+      AddPlanFlags(plan, flags, policy, memory_limit_bytes, overhead_ratio);
   std::string objective;
   plan->add_option("--objective", objective,
                    "what AUTO minimizes within its overhead budget: "
@@ -268,6 +288,31 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(2, 64));
   AddRoundingFlag(frontier, flags);
 
+  CLI::App* report = app.add_subcommand(
+      "report",
+      "one self-contained HTML page: memory over the schedule by role before "
+      "and after a plan, the peak, the plan's regions, the frontier");
+  AddGraphFlags(report, flags);
+  report->add_option("--html", flags.html_path, "the page to write")
+      ->required();
+  PlanFlags report_flags =
+      AddPlanFlags(report, flags, policy, memory_limit_bytes, overhead_ratio);
+  report
+      ->add_option("--live_tensors", flags.live_tensors,
+                   "largest tensors live at each peak to list")
+      ->check(CLI::Range(-1, 1 << 30))
+      ->capture_default_str();
+  report
+      ->add_option("--timeline_points", flags.timeline_points,
+                   "most points per timeline (default 2000): longer schedules "
+                   "keep each bucket's largest step")
+      ->check(CLI::Range(1, 100000));
+  report
+      ->add_option("--max_points", flags.max_points,
+                   "frontier: memory limits to sweep (default 12, at most 64)")
+      ->check(CLI::Range(2, 64));
+  AddRoundingFlag(report, flags);
+
   CLI::App* profile =
       app.add_subcommand("profile", "time the graph's ops on the server's GPU");
   AddGraphFlags(profile, flags);
@@ -311,11 +356,12 @@ int main(int argc, char** argv) {
   } else if (objective == "peak_bytes") {
     flags.objective = v1::RECOMPUTE_OBJECTIVE_PEAK_BYTES;
   }
-  if (memory_limit_option->count() > 0) {
+  if (plan_flags.memory_limit->count() + report_flags.memory_limit->count() >
+      0) {
     flags.memory_limit_bytes = memory_limit_bytes;
   }
-  if (plan_ratio_option->count() + fit_ratio_option->count() +
-          batch_ratio_option->count() >
+  if (plan_flags.overhead_ratio->count() + fit_ratio_option->count() +
+          batch_ratio_option->count() + report_flags.overhead_ratio->count() >
       0) {
     flags.max_overhead_ratio = overhead_ratio;
   }
@@ -337,8 +383,9 @@ int main(int argc, char** argv) {
   if (frontier->parsed()) return echo::client::RunFrontier(client, flags);
   if (profile->parsed()) return echo::client::RunProfile(client, flags);
   if (node_info->parsed()) return echo::client::RunNodeInfo(client, flags);
+  if (report->parsed()) return echo::client::RunReport(client, flags);
   std::cerr << "echoctl: no command given (health, register, estimate, plan, "
-               "fit, max-batch, frontier, profile, node-info; see echoctl "
-               "--help)\n";
+               "fit, max-batch, frontier, profile, node-info, report; see "
+               "echoctl --help)\n";
   return kUsageExitCode;
 }

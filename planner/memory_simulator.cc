@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "planner/status_macros.h"
 
 namespace echo::planner {
 
@@ -71,38 +72,48 @@ int32_t FreeStep(const Graph& graph, const Instance& instance) {
   return instance.created_step;  // unread: freed right after it is made
 }
 
-void AddToBreakdown(const Graph& graph, const Instance& instance, int64_t bytes,
-                    MemoryBreakdown& breakdown) {
+// The breakdown field an instance's bytes count in.
+int64_t MemoryBreakdown::*RoleField(const Graph& graph,
+                                    const Instance& instance) {
   const Tensor& tensor = graph.tensor(instance.tensor);
   switch (tensor.role) {
     case TensorRole::kParameter:
-      breakdown.parameter_bytes += bytes;
-      return;
+      return &MemoryBreakdown::parameter_bytes;
     case TensorRole::kOptimizerState:
-      breakdown.optimizer_state_bytes += bytes;
-      return;
+      return &MemoryBreakdown::optimizer_state_bytes;
     case TensorRole::kGradient:
-      breakdown.gradient_bytes += bytes;
-      return;
+      return &MemoryBreakdown::gradient_bytes;
     case TensorRole::kInput:
-      breakdown.input_bytes += bytes;
-      return;
+      return &MemoryBreakdown::input_bytes;
     case TensorRole::kActivation:
-      if (!instance.from_recompute &&
-          IsStashCandidate(graph, instance.tensor)) {
-        breakdown.stashed_activation_bytes += bytes;
-      } else {
-        breakdown.transient_bytes += bytes;
-      }
-      return;
+      break;
+  }
+  return !instance.from_recompute && IsStashCandidate(graph, instance.tensor)
+             ? &MemoryBreakdown::stashed_activation_bytes
+             : &MemoryBreakdown::transient_bytes;
+}
+
+constexpr int64_t MemoryBreakdown::*kAllFields[] = {
+    &MemoryBreakdown::parameter_bytes,
+    &MemoryBreakdown::optimizer_state_bytes,
+    &MemoryBreakdown::gradient_bytes,
+    &MemoryBreakdown::input_bytes,
+    &MemoryBreakdown::stashed_activation_bytes,
+    &MemoryBreakdown::transient_bytes,
+    &MemoryBreakdown::workspace_bytes,
+};
+
+void AddBreakdown(const MemoryBreakdown& from, MemoryBreakdown& to) {
+  for (int64_t MemoryBreakdown::*field : kAllFields) {
+    to.*field += from.*field;
   }
 }
 
-}  // namespace
-
-absl::StatusOr<SimulationResult> ReplaySchedule(
-    const Graph& graph, const Schedule& schedule,
-    const MemoryModelOptions& options) {
+// Pass 1 of every replay: checks that `schedule` is a valid plan and
+// returns every tensor instance with its creation step and last reader.
+absl::StatusOr<std::vector<Instance>> TraceInstances(const Graph& graph,
+                                                     const Schedule& schedule,
+                                                     int32_t& recompute_count) {
   if (schedule.size() >
       static_cast<size_t>(std::numeric_limits<int32_t>::max() / 2)) {
     return absl::InvalidArgumentError("schedule is too long");
@@ -118,9 +129,7 @@ absl::StatusOr<SimulationResult> ReplaySchedule(
     }
   }
 
-  // Pass 1: validity, instances and their last readers.
   OpIndex next_original = 0;
-  SimulationResult result;
   for (int32_t step = 0; step < num_steps; ++step) {
     const Execution& e = schedule[step];
     if (e.op < 0 || e.op >= graph.num_ops()) {
@@ -139,7 +148,7 @@ absl::StatusOr<SimulationResult> ReplaySchedule(
             absl::StrCat(StepName(graph, step, e),
                          ": recomputes an op before its original execution"));
       }
-      ++result.recompute_count;
+      ++recompute_count;
     } else {
       if (e.op != next_original) {
         return absl::InvalidArgumentError(absl::StrCat(
@@ -170,6 +179,18 @@ absl::StatusOr<SimulationResult> ReplaySchedule(
     return absl::InvalidArgumentError(absl::StrCat(
         "schedule ends before op '", graph.op(next_original).id, "' runs"));
   }
+  return instances;
+}
+
+}  // namespace
+
+absl::StatusOr<SimulationResult> ReplaySchedule(
+    const Graph& graph, const Schedule& schedule,
+    const MemoryModelOptions& options) {
+  SimulationResult result;
+  ASSIGN_OR_RETURN(std::vector<Instance> instances,
+                   TraceInstances(graph, schedule, result.recompute_count));
+  const int32_t num_steps = static_cast<int32_t>(schedule.size());
 
   // Pass 2: bytes per step. Each instance adds at its creation step and
   // leaves after its free step.
@@ -210,7 +231,7 @@ absl::StatusOr<SimulationResult> ReplaySchedule(
     if (instance.created_step > peak || free_step < peak) continue;
     const int64_t bytes =
         AllocatedBytes(graph.tensor(instance.tensor).size_bytes, options);
-    AddToBreakdown(graph, instance, bytes, result.breakdown);
+    result.breakdown.*RoleField(graph, instance) += bytes;
     result.live_at_peak.push_back(
         {instance.tensor, bytes, instance.created_step});
   }
@@ -221,6 +242,69 @@ absl::StatusOr<SimulationResult> ReplaySchedule(
                      return a.bytes > b.bytes;
                    });
   return result;
+}
+
+absl::Status ValidateTimelinePoints(int32_t max_points) {
+  if (max_points < 0 || max_points > kMaxTimelinePoints) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("timeline_max_points must be in [0, ", kMaxTimelinePoints,
+                     "] (0: ", kDefaultTimelinePoints, "), got ", max_points));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<MemoryTimeline> SimulateTimeline(
+    const Graph& graph, const Schedule& schedule,
+    const MemoryModelOptions& options, int32_t max_points) {
+  RETURN_IF_ERROR(ValidateTimelinePoints(max_points));
+  const int64_t buckets = max_points == 0 ? kDefaultTimelinePoints : max_points;
+  int32_t recompute_count = 0;
+  ASSIGN_OR_RETURN(std::vector<Instance> instances,
+                   TraceInstances(graph, schedule, recompute_count));
+  MemoryTimeline timeline;
+  timeline.num_steps = static_cast<int32_t>(schedule.size());
+  const int32_t num_steps = timeline.num_steps;
+
+  // Per role: what is live at the start, and what each step adds and removes
+  // (an instance counts from its creation step through its free step).
+  MemoryBreakdown live;
+  std::vector<MemoryBreakdown> delta(static_cast<size_t>(num_steps) + 1);
+  for (const Instance& instance : instances) {
+    const int32_t free_step = FreeStep(graph, instance);
+    if (instance.created_step < 0 && free_step == -1) continue;  // unread
+    const int64_t bytes =
+        AllocatedBytes(graph.tensor(instance.tensor).size_bytes, options);
+    int64_t MemoryBreakdown::*field = RoleField(graph, instance);
+    if (instance.created_step < 0) {
+      live.*field += bytes;
+    } else {
+      delta[instance.created_step].*field += bytes;
+    }
+    if (free_step != kNeverFreed) delta[free_step + 1].*field -= bytes;
+  }
+
+  timeline.downsampled = num_steps > buckets;
+  timeline.peak_bytes = -1;
+  int64_t bucket = -1;
+  for (int32_t step = 0; step < num_steps; ++step) {
+    AddBreakdown(delta[step], live);
+    TimelinePoint point{step, live};
+    point.bytes.workspace_bytes = graph.op(schedule[step].op).workspace_bytes;
+    const int64_t total = point.bytes.Total();
+    if (total > timeline.peak_bytes) {
+      timeline.peak_bytes = total;
+      timeline.peak_step = step;
+    }
+    const int64_t step_bucket = int64_t{step} * buckets / num_steps;
+    if (step_bucket != bucket) {
+      bucket = step_bucket;
+      timeline.points.push_back(point);
+    } else if (total > timeline.points.back().bytes.Total()) {
+      timeline.points.back() = point;
+    }
+  }
+  if (num_steps == 0) timeline.peak_bytes = 0;
+  return timeline;
 }
 
 SimulationResult SimulatePlain(const Graph& graph,

@@ -89,6 +89,44 @@ absl::StatusOr<SimulationResult> ReplaySchedule(
 SimulationResult SimulatePlain(const Graph& graph,
                                const MemoryModelOptions& options = {});
 
+// Memory over a schedule, by role: what a plot of memory over the steps
+// shows. Each point is one schedule step and its bytes while that step runs
+// (live instances + the step's outputs + its workspace), split by role exactly
+// as SimulationResult::breakdown is at the peak, so a point's Total() equals
+// the simulation's step_bytes at that step and the point at peak_step equals
+// the peak breakdown.
+struct TimelinePoint {
+  int32_t step = 0;
+  MemoryBreakdown bytes;
+};
+
+struct MemoryTimeline {
+  int32_t num_steps = 0;
+  int64_t peak_bytes = 0;
+  int32_t peak_step = 0;
+  // Steps in order. With more steps than max_points the steps are cut into
+  // max_points buckets of consecutive steps and each bucket keeps its step
+  // of most bytes (the first on ties), so the peak step is always a point.
+  std::vector<TimelinePoint> points;
+  bool downsampled = false;
+};
+
+// Bounds of max_points in SimulateTimeline (0 means the default).
+inline constexpr int32_t kDefaultTimelinePoints = 2000;
+inline constexpr int32_t kMaxTimelinePoints = 100000;
+
+// INVALID_ARGUMENT naming timeline_max_points unless 0 <= max_points <=
+// kMaxTimelinePoints.
+absl::Status ValidateTimelinePoints(int32_t max_points);
+
+// Replays `schedule` (any schedule ReplaySchedule accepts: the plain one or a
+// plan's, with the same checks and errors) and returns its timeline of at
+// most max_points points. INVALID_ARGUMENT for a bad max_points
+// (ValidateTimelinePoints) or a schedule that is not a valid plan.
+absl::StatusOr<MemoryTimeline> SimulateTimeline(
+    const Graph& graph, const Schedule& schedule,
+    const MemoryModelOptions& options, int32_t max_points = 0);
+
 // A forward activation that some backward op reads: what frameworks stash.
 bool IsStashCandidate(const Graph& graph, TensorIndex t);
 

@@ -32,6 +32,42 @@ bool NamesDevice(const v1::DeviceSpec& device) {
          device.memory_bandwidth_bytes_per_second() != 0;
 }
 
+namespace {
+
+// The timeline fields of EstimateMemory and GenerateRecomputePlan requests,
+// checked before any work whether or not a timeline is asked for.
+template <typename Request>
+absl::Status ValidateTimelineRequest(const Request& request) {
+  RETURN_IF_ERROR(
+      planner::ValidateTimelinePoints(request.timeline_max_points()));
+  if (request.max_live_tensors() < -1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_live_tensors must be >= -1, got ", request.max_live_tensors()));
+  }
+  return absl::OkStatus();
+}
+
+int MaxLiveTensors(int32_t requested) {
+  return requested == 0 ? 20 : requested;
+}
+
+// The memory timeline of `schedule` into the response (callers ask only
+// when the request has include_timeline).
+template <typename Request, typename Response>
+absl::Status AddTimeline(const Request& request, const planner::Graph& graph,
+                         const planner::Schedule& schedule,
+                         const planner::MemoryModelOptions& memory,
+                         Response* response) {
+  ASSIGN_OR_RETURN(const planner::MemoryTimeline timeline,
+                   planner::SimulateTimeline(graph, schedule, memory,
+                                             request.timeline_max_points()));
+  adapter::FillTimeline(graph, schedule, timeline,
+                        response->mutable_timeline());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 PlannerService::PlannerService(PlannerServiceOptions options,
                                ServerMetrics* metrics, NodeProfiler* profiler)
     : options_(options),
@@ -219,7 +255,8 @@ absl::Status PlannerService::PlanOptimal(
   // Bad options and a model too big for the MILP are refused here, in
   // O(graph), before a child process is started.
   const std::vector<double> costs = costed.costs.Costs();
-  RETURN_IF_ERROR(planner::PrecheckRecomputePlan(costed.graph, costs, options));
+  RETURN_IF_ERROR(
+      planner::PrecheckRecomputePlan(*costed.graph, costs, options));
   ASSIGN_OR_RETURN(*response, optimal_.Plan(request, costs,
                                             options.solver_time_limit_seconds,
                                             options.interrupted));
@@ -300,15 +337,16 @@ absl::Status PlannerService::DoEstimateMemory(
                                                     &request.device()));
   ASSIGN_OR_RETURN(planner::MemoryModelOptions memory,
                    adapter::MemoryModelFromProto(request.allocator()));
-  if (request.max_live_tensors() < -1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "max_live_tensors must be >= -1, got ", request.max_live_tensors()));
-  }
+  RETURN_IF_ERROR(ValidateTimelineRequest(request));
   const planner::SimulationResult result =
       planner::SimulatePlain(*costed.graph, memory);
-  const int max_live =
-      request.max_live_tensors() == 0 ? 20 : request.max_live_tensors();
-  adapter::FillEstimate(*costed.graph, result, max_live, response);
+  adapter::FillEstimate(*costed.graph, result,
+                        MaxLiveTensors(request.max_live_tensors()), response);
+  if (request.include_timeline()) {
+    RETURN_IF_ERROR(AddTimeline(request, *costed.graph,
+                                planner::PlainSchedule(*costed.graph), memory,
+                                response));
+  }
   if (costed.device && costed.costs.unit == planner::kSecondsUnit) {
     response->set_compute_time_seconds(costed.costs.TotalCost());
   }
@@ -324,6 +362,7 @@ absl::Status PlannerService::DoGenerateRecomputePlan(
     v1::GenerateRecomputePlanResponse* response) {
   ASSIGN_OR_RETURN(planner::RecomputePlanOptions options,
                    adapter::PlanOptionsFromProto(request));
+  RETURN_IF_ERROR(ValidateTimelineRequest(request));
   options.interrupted = InterruptFor(context);
   const std::string policy(planner::RecomputePolicyName(options.policy));
   ASSIGN_OR_RETURN(const GraphRef ref, ResolveGraph(request));
@@ -357,6 +396,19 @@ absl::Status PlannerService::DoGenerateRecomputePlan(
   response->set_cost_unit(costed->costs.unit);
   adapter::CostSourceSummaryToProto(costed->costs.Summary(),
                                     response->mutable_cost_sources());
+  if (request.include_timeline()) {
+    // From the response: OPTIMAL's plan comes from its child process.
+    ASSIGN_OR_RETURN(const planner::Schedule schedule,
+                     adapter::ScheduleFromProto(*costed->graph, *response));
+    ASSIGN_OR_RETURN(
+        const planner::SimulationResult replay,
+        planner::ReplaySchedule(*costed->graph, schedule, options.memory));
+    adapter::FillLiveTensors(*costed->graph, replay.live_at_peak,
+                             MaxLiveTensors(request.max_live_tensors()),
+                             response->mutable_live_at_peak());
+    RETURN_IF_ERROR(AddTimeline(request, *costed->graph, schedule,
+                                options.memory, response));
+  }
   if (metrics_ != nullptr) {
     metrics_->RecordPlan(
         policy, response->feasible() ? "feasible" : "infeasible",
