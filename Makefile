@@ -127,7 +127,7 @@ fuzz: sanitizer-deps
 	  mkdir -p $(FUZZ_DIR)/corpus/$$f; \
 	  echo "fuzzing $$f for $(FUZZ_SECONDS) s"; \
 	  $(FUZZ_DIR)/bin/$${f}_fuzzer -max_total_time=$(FUZZ_SECONDS) \
-	    -timeout=30 -print_final_stats=1 \
+	    -timeout=30 -max_len=65536 -print_final_stats=1 \
 	    -artifact_prefix=$(FUZZ_DIR)/crashes/$$f- \
 	    $(FUZZ_DIR)/corpus/$$f $(FUZZ_DIR)/fuzz_seeds/$$f \
 	    2> $(FUZZ_DIR)/$$f.log || { tail -50 $(FUZZ_DIR)/$$f.log; exit 1; }; \

@@ -1,9 +1,9 @@
 // Writes the fuzzers' seed corpora from the test fixtures, at build time:
 //   make_seeds <tests/data> <tests/fuzz/seeds> <out dir>
-// out/graph_plan: GenerateRecomputePlanRequests for the graph fixtures and
-// the text and Checkmate graphs, under several budgets; out/checkmate: the
-// Checkmate JSON files; out/text_graph: the text graphs; out/profile_cache:
-// cache files as Save writes them.
+// out/graph_plan: GenerateRecomputePlanRequests (up to 64 KiB) for the graph
+// fixtures and the text and Checkmate graphs, under several budgets;
+// out/checkmate: the Checkmate JSON files up to 16 KiB; out/text_graph: the
+// text graphs; out/profile_cache: cache files as Save writes them.
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -44,23 +44,35 @@ std::vector<fs::path> FilesWithExtension(const fs::path& dir,
 
 // One request per budget kind: none, a memory limit below the plain peak,
 // an overhead ratio, and allocator rounding with a depth bound.
+// Larger requests are not written: `make fuzz` caps inputs at this size
+// (-max_len) so that executions stay fast, and would truncate them.
+constexpr size_t kMaxRequestBytes = 64 << 10;
+
+constexpr size_t kMaxCheckmateSeedBytes = 16 << 10;
+
+void WriteRequest(const echo::v1::GenerateRecomputePlanRequest& request,
+                  const fs::path& path) {
+  const std::string bytes = request.SerializeAsString();
+  if (bytes.size() <= kMaxRequestBytes) WriteFile(path, bytes);
+}
+
 void WritePlanRequests(const echo::v1::Graph& graph, const fs::path& dir,
                        const std::string& stem) {
   echo::v1::GenerateRecomputePlanRequest request;
   *request.mutable_graph() = graph;
   request.set_policy(echo::v1::RECOMPUTE_POLICY_AUTO);
-  WriteFile(dir / (stem + ".plain"), request.SerializeAsString());
+  WriteRequest(request, dir / (stem + ".plain"));
   echo::v1::GenerateRecomputePlanRequest limited = request;
   limited.set_memory_limit_bytes(1000);
-  WriteFile(dir / (stem + ".limit"), limited.SerializeAsString());
+  WriteRequest(limited, dir / (stem + ".limit"));
   echo::v1::GenerateRecomputePlanRequest ratio = request;
   ratio.set_max_overhead_ratio(0.2);
-  WriteFile(dir / (stem + ".ratio"), ratio.SerializeAsString());
+  WriteRequest(ratio, dir / (stem + ".ratio"));
   echo::v1::GenerateRecomputePlanRequest rounded = request;
   rounded.mutable_allocator()->set_rounding_bytes(512);
   rounded.set_max_recompute_depth(2);
   rounded.mutable_device()->set_name("h100-80gb");
-  WriteFile(dir / (stem + ".rounded"), rounded.SerializeAsString());
+  WriteRequest(rounded, dir / (stem + ".rounded"));
 }
 
 bool WriteSpecs(const absl::StatusOr<echo::planner::GraphBuilder>& specs,
@@ -101,10 +113,16 @@ int main(int argc, char** argv) {
   }
   for (const fs::path& json : FilesWithExtension(data / "checkmate", ".json")) {
     const std::string text = ReadFile(json);
-    fs::copy_file(json, out / "checkmate" / json.filename(),
-                  fs::copy_options::overwrite_existing);
+    // The larger models parse too slowly to mutate (60 runs/s for 60 KB).
+    if (text.size() <= kMaxCheckmateSeedBytes) {
+      WriteFile(out / "checkmate" / json.filename(), text);
+    }
     ok &= WriteSpecs(echo::planner::ImportCheckmateSpecs(text),
                      out / "graph_plan", json.stem().string());
+  }
+  for (const fs::path& json :
+       FilesWithExtension(seeds / "checkmate", ".json")) {
+    WriteFile(out / "checkmate" / json.filename(), ReadFile(json));
   }
   for (const fs::path& text_file :
        FilesWithExtension(seeds / "text_graph", ".graph")) {
