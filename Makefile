@@ -24,7 +24,8 @@ TORCH_VERSION ?= 2.13.0
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps test-deps configure build run test bench python-venv clean
+.PHONY: all deps test-deps configure build run test bench python-venv clean \
+  sanitizer-deps fuzz asan tsan
 
 all: build
 
@@ -79,5 +80,63 @@ bench: build
 	$(BUILD_DIR)/bin/echo_server_load_bench --mix plan --seconds 10
 	$(BUILD_DIR)/bin/echo_server_load_bench --seconds 60
 
+# Sanitizers and fuzzing (README "Fuzzing and sanitizers"): clang, each in
+# its own build directory, so that none disturbs $(BUILD_DIR).
+SANITIZER_PACKAGES := clang libclang-rt-14-dev
+CLANG_CMAKE_FLAGS := -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_COMPILER=clang++ -DECHO_WITH_CUDA=OFF
+FUZZ_DIR ?= build-fuzz
+ASAN_DIR ?= build-asan
+TSAN_DIR ?= build-tsan
+FUZZ_SECONDS ?= 60
+FUZZERS := graph_plan checkmate text_graph profile_cache
+# The unit and integration tests (not the CLI, Python, deployment, GPU and
+# format tests); SANITIZER_TESTS, a ctest -R regex, runs a subset.
+SANITIZER_TARGETS := planner_unit_tests cost_model_tests adapter_tests \
+  profiler_tests recompute_plan_tests server_integration_tests
+SANITIZER_TESTS ?= .
+SANITIZER_CTEST = ctest -R '$(SANITIZER_TESTS)' -E '_NOT_BUILT$$' \
+  -LE '^(python|e2e|format|deploy|gpu)$$' --output-on-failure --timeout 1800
+export UBSAN_OPTIONS ?= print_stacktrace=1:halt_on_error=1
+export ASAN_OPTIONS ?= detect_leaks=1
+export TSAN_OPTIONS ?= halt_on_error=1:second_deadlock_stack=1 \
+  suppressions=$(CURDIR)/tests/sanitizers/tsan.supp
+
+sanitizer-deps: deps
+	$(call install_missing,$(SANITIZER_PACKAGES) $(TEST_PACKAGES))
+
+# $(1): build directory, $(2): ECHO_SANITIZE.
+define sanitizer_tests
+	cmake -S . -B $(1) $(CLANG_CMAKE_FLAGS) -DECHO_SANITIZE=$(2) $(CMAKE_FLAGS)
+	cmake --build $(1) -j $(JOBS) --target $(SANITIZER_TARGETS)
+	cd $(1) && $(SANITIZER_CTEST)
+endef
+
+asan: sanitizer-deps
+	$(call sanitizer_tests,$(ASAN_DIR),address)
+
+tsan: sanitizer-deps
+	$(call sanitizer_tests,$(TSAN_DIR),thread)
+
+# Each fuzzer for FUZZ_SECONDS from its seeds (built from tests/data) and
+# the corpus it grew before; a crash stops and leaves its input in
+# $(FUZZ_DIR)/crashes. The last lines say how many inputs each ran.
+fuzz: sanitizer-deps
+	cmake -S . -B $(FUZZ_DIR) $(CLANG_CMAKE_FLAGS) -DECHO_FUZZ=ON \
+	  -DECHO_BUILD_TESTS=OFF $(CMAKE_FLAGS)
+	cmake --build $(FUZZ_DIR) -j $(JOBS) --target echo_fuzzers
+	@mkdir -p $(FUZZ_DIR)/crashes
+	@for f in $(FUZZERS); do \
+	  mkdir -p $(FUZZ_DIR)/corpus/$$f; \
+	  echo "fuzzing $$f for $(FUZZ_SECONDS) s"; \
+	  $(FUZZ_DIR)/bin/$${f}_fuzzer -max_total_time=$(FUZZ_SECONDS) \
+	    -timeout=30 -max_len=65536 -print_final_stats=1 \
+	    -artifact_prefix=$(FUZZ_DIR)/crashes/$$f- \
+	    $(FUZZ_DIR)/corpus/$$f $(FUZZ_DIR)/fuzz_seeds/$$f \
+	    2> $(FUZZ_DIR)/$$f.log || { tail -50 $(FUZZ_DIR)/$$f.log; exit 1; }; \
+	  echo "$$f: $$(grep -o 'number_of_executed_units: [0-9]*' \
+	    $(FUZZ_DIR)/$$f.log) in $(FUZZ_SECONDS) s, no crash"; \
+	done
+
 clean:
-	rm -rf $(BUILD_DIR)
+	rm -rf $(BUILD_DIR) $(FUZZ_DIR) $(ASAN_DIR) $(TSAN_DIR)

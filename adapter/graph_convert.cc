@@ -256,13 +256,15 @@ absl::StatusOr<v1::Graph> GraphSpecsToProto(
     out->set_phase(PhaseToProto(op.phase));
     for (const std::string& id : op.input_ids) out->add_input_ids(id);
     for (const std::string& id : op.output_ids) out->add_output_ids(id);
-    // Negative numbers mean "unknown" in the specs, as in the IR.
-    if (op.flops >= 0) out->set_flops(op.flops);
-    if (op.measured_time_seconds >= 0) {
+    // -1 means "unknown" in the specs, as in the IR; any other value is
+    // sent, so that the server rejects what Build rejects (cost=-0.5 was
+    // dropped and the graph accepted).
+    if (op.flops != -1) out->set_flops(op.flops);
+    if (op.measured_time_seconds != -1) {
       out->set_measured_time_seconds(op.measured_time_seconds);
     }
     out->set_measured_on(op.measured_on);
-    if (op.relative_cost >= 0) out->set_relative_cost(op.relative_cost);
+    if (op.relative_cost != -1) out->set_relative_cost(op.relative_cost);
     out->set_workspace_bytes(op.workspace_bytes);
     if (op.recomputable_set) out->set_recomputable(op.recomputable);
     out->mutable_attributes()->insert(op.attributes.begin(),

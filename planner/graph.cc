@@ -338,6 +338,12 @@ absl::StatusOr<Graph> GraphBuilder::Build() && {
                        absl::StrCat("writes unknown tensor '", output_id, "'"));
       }
       Tensor& tensor = graph.tensors_[t];
+      // Checked apart: this op is not in ops_ yet, so the message below
+      // would read past its end.
+      if (tensor.producer == index) {
+        return OpError(spec.id,
+                       absl::StrCat("writes tensor '", output_id, "' twice"));
+      }
       if (tensor.producer != kNoOp) {
         return TensorError(output_id,
                            absl::StrCat("produced twice, by op '",

@@ -81,6 +81,14 @@ TEST(GraphSpecsToProtoTest, ValidationIsTheServersOnly) {
                               .status()
                               .message()),
               HasSubstr("g.graph: line 1"));
+  // A negative cost is invalid, not "unknown" (found by the text_graph
+  // fuzzer: echoctl dropped it and echod accepted the graph).
+  ASSERT_OK_AND_ASSIGN(
+      proto,
+      ParseGraph("tensor x 16 input\nop a fwd other x -> y:16 cost=-.5\n",
+                 GraphFormat::kEchoText, "g.graph"));
+  EXPECT_THAT(std::string(GraphFromProto(proto).status().message()),
+              HasSubstr("op 'a': relative_cost must be a non-negative number"));
   planner::GraphBuilder specs;
   specs.MarkOutputs({"nowhere"});
   EXPECT_EQ(GraphSpecsToProto(specs).status().code(),

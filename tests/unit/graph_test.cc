@@ -91,6 +91,13 @@ TEST(GraphTest, RejectsDoublyProducedTensor) {
                 "tensor 'y': produced twice, by op 'a' and op 'b'");
 }
 
+// Found by the text_graph fuzzer: the error message read the op's id past
+// the end of the ops built so far (std::length_error or garbage).
+TEST(GraphTest, RejectsOpWritingATensorTwice) {
+  ExpectInvalid("tensor x 4\nop a fwd other x -> y y:4",
+                "op 'a': writes tensor 'y' twice");
+}
+
 TEST(GraphTest, RejectsReadBeforeProduced) {
   ExpectInvalid(
       "tensor x 4\ntensor y 4\nop a fwd other y -> z:4\n"

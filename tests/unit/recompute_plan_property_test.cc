@@ -27,7 +27,8 @@ RecomputePlan PlanOrDie(const Graph& graph, const std::vector<double>& costs,
   options.memory_limit_bytes = limit;
   options.max_overhead_ratio = ratio;
   options.memory = memory;
-  options.solver_time_limit_seconds = 10;
+  // Long enough for VGG16's MILP to reach "optimal", also under ASan.
+  options.solver_time_limit_seconds = 10 * testing::kTimeScale;
   return testing::ValueOrFail(GenerateRecomputePlan(graph, costs, options));
 }
 

@@ -18,7 +18,15 @@
 #include "planner/graph.h"
 #include "planner/text_format.h"
 
+// Sanitizer builds run slower: tests multiply the solver time limits they
+// need to reach an optimum by this (cmake/sanitizers.cmake).
+#ifndef ECHO_TEST_TIME_SCALE
+#define ECHO_TEST_TIME_SCALE 1
+#endif
+
 namespace echo::testing {
+
+inline constexpr double kTimeScale = ECHO_TEST_TIME_SCALE;
 
 inline const absl::Status& StatusOf(const absl::Status& status) {
   return status;
