@@ -410,7 +410,7 @@ int RunMaxBatch(PlannerClient& client, const EchoctlFlags& flags) {
   if (flags.max_overhead_ratio) {
     request.set_max_overhead_ratio(*flags.max_overhead_ratio);
   }
-  request.set_reserved_bytes(flags.reserved_bytes);
+  if (flags.reserved_bytes) request.set_reserved_bytes(*flags.reserved_bytes);
   request.set_min_batch_size(flags.min_batch);
   request.set_max_batch_size(flags.max_batch);
   request.set_multiple_of(flags.multiple_of);

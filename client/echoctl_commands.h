@@ -27,6 +27,7 @@ struct EchoctlFlags {
   std::string device;
   // fit: comma-separated catalog names or "all" (instead of device).
   std::string devices;
+  // fit, max-batch: unset, the device's default allowance.
   std::optional<int64_t> reserved_bytes;
   v1::RecomputePolicy policy = v1::RECOMPUTE_POLICY_AUTO;
   v1::RecomputeObjective objective = v1::RECOMPUTE_OBJECTIVE_UNSPECIFIED;
@@ -39,7 +40,6 @@ struct EchoctlFlags {
   // Checkmate files: the batch dimension (adapter/graph_file.h).
   int64_t checkmate_batch_size = 0;
   // max-batch
-  int64_t reserved_bytes = 0;
   int64_t min_batch = 0;
   int64_t max_batch = 0;
   int64_t multiple_of = 0;

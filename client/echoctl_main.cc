@@ -244,11 +244,11 @@ int main(int argc, char** argv) {
           "--devices", flags.devices,
           "comma-separated catalog names, or all: one answer per device"));
   int64_t reserved_bytes = 0;
+  const char* const kReservedHelp =
+      "bytes kept for the CUDA context, handles and fragmentation on each "
+      "device (unset: 512MiB + 5% of the device's memory)";
   CLI::Option* reserved_option =
-      fit->add_option("--reserved_bytes", reserved_bytes,
-                      "bytes kept for the CUDA context, handles and "
-                      "fragmentation on each device (unset: 512MiB + 5% of "
-                      "the device's memory)")
+      fit->add_option("--reserved_bytes", reserved_bytes, kReservedHelp)
           ->transform(kByteSize);
   fit_ratio_option = AddOverheadFlag(fit, overhead_ratio);
   AddRoundingFlag(fit, flags);
@@ -261,10 +261,9 @@ int main(int argc, char** argv) {
   max_batch->add_option("--device", flags.device, "device catalog name")
       ->required();
   CLI::Option* batch_ratio_option = AddOverheadFlag(max_batch, overhead_ratio);
-  max_batch
-      ->add_option("--reserved_bytes", flags.reserved_bytes,
-                   "bytes kept for the framework (CUDA context, ...)")
-      ->transform(kByteSize);
+  CLI::Option* batch_reserved_option =
+      max_batch->add_option("--reserved_bytes", reserved_bytes, kReservedHelp)
+          ->transform(kByteSize);
   max_batch->add_option("--min_batch", flags.min_batch, "smallest batch (1)")
       ->check(CLI::PositiveNumber);
   max_batch
@@ -346,7 +345,9 @@ int main(int argc, char** argv) {
                  "--help)\n";
     return kUsageExitCode;
   }
-  if (reserved_option->count() > 0) flags.reserved_bytes = reserved_bytes;
+  if (reserved_option->count() + batch_reserved_option->count() > 0) {
+    flags.reserved_bytes = reserved_bytes;
+  }
   flags.json_output = output == "json";
   if (!policy.empty()) {
     flags.policy = static_cast<v1::RecomputePolicy>(std::stoi(policy));

@@ -26,12 +26,6 @@
 
 namespace echo::server {
 
-bool NamesDevice(const v1::DeviceSpec& device) {
-  return !device.name().empty() || device.memory_bytes() != 0 ||
-         device.peak_flops_size() > 0 ||
-         device.memory_bandwidth_bytes_per_second() != 0;
-}
-
 namespace {
 
 // The timeline fields of EstimateMemory and GenerateRecomputePlan requests,

@@ -21,6 +21,7 @@
 #include "planner/graph.h"
 #include "planner/recompute/plan.h"
 #include "server/call_authorizer.h"
+#include "server/call_context.h"
 #include "server/graph_registry.h"
 #include "server/metrics.h"
 #include "server/optimal_worker.h"
@@ -39,9 +40,6 @@ inline constexpr int kWorkerNiceIncrement = 10;
 
 // Graphs with at least this many ops are planned on the worker pool.
 inline constexpr int kDefaultHeavyGraphOps = 1000;
-
-// Whether a request's device field names a device at all.
-bool NamesDevice(const v1::DeviceSpec& device);
 
 struct PlannerServiceOptions {
   // Requests beyond this many in flight get RESOURCE_EXHAUSTED.

@@ -65,14 +65,18 @@ absl::Status PlannerService::DoFindMaxBatchSize(
   ASSIGN_OR_RETURN(
       CostedGraph costed,
       PrepareGraph("FindMaxBatchSize", ref.graph, &request.device()));
-  options.device_memory_bytes = costed.device->memory_bytes;
+  if (!costed.device.has_value()) {
+    return absl::InvalidArgumentError("FindMaxBatchSize needs a device");
+  }
+  const planner::DeviceSpec& spec = *costed.device;
+  options.device_memory_bytes = spec.memory_bytes;
   // Unset: the device's allowance for the CUDA context, library handles and
   // fragmentation, as in CheckFit.
   options.reserved_bytes =
       request.has_reserved_bytes()
           ? request.reserved_bytes()
           : planner::DefaultReservedBytes(options.device_memory_bytes);
-  const planner::DeviceSpec* device = &*costed.device;
+  const planner::DeviceSpec* device = &spec;
   const planner::ProfiledTimes* profiled =
       profiler_ != nullptr ? profiler_->TimesFor(device) : nullptr;
   const planner::OpCostFn costs =

@@ -86,8 +86,10 @@ std::string NameList(const Graph& graph, const std::vector<int32_t>& items,
 
 std::vector<TensorIndex> StashedTensors(const Graph& graph,
                                         const Schedule& schedule) {
-  // Forward-produced activations whose original instance is read at or after
-  // the first non-forward original op.
+  // Forward-produced activations whose original instance is read in the
+  // backward: from the first non-forward original op, and by the clones
+  // right before it (they run after the forward returns, as frameworks cut
+  // the graph after its last forward op).
   const int32_t num_steps = static_cast<int32_t>(schedule.size());
   int32_t backward_start = num_steps;
   for (int32_t step = 0; step < num_steps; ++step) {
@@ -96,6 +98,10 @@ std::vector<TensorIndex> StashedTensors(const Graph& graph,
       backward_start = step;
       break;
     }
+  }
+  while (backward_start > 0 && backward_start < num_steps &&
+         schedule[backward_start - 1].recompute) {
+    --backward_start;
   }
   std::vector<int32_t> original_last_read(graph.num_tensors(), kNone);
   std::vector<uint8_t> original_current(graph.num_tensors(), 0);

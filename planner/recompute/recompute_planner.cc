@@ -123,7 +123,9 @@ absl::StatusOr<RecomputePlan> GenerateRecomputePlan(
   }
   // ECHO and CHEN_SQRT reproduce their papers' plans as published; OPTIMAL's
   // cost is the MILP's.
-  if (options.prune.enabled && options.policy == RecomputePolicy::kAuto) {
+  // The stash objective's regions save stash, not peak: they all stay.
+  if (options.prune.enabled && options.policy == RecomputePolicy::kAuto &&
+      options.objective == RecomputeObjective::kPeakBytes) {
     *plan = PruneIdleRegions(graph, op_costs, options, *std::move(plan));
   }
   SortRegionsBySaving(*plan);

@@ -197,7 +197,7 @@ int64_t RematState::StashContribution(TensorIndex t,
 }
 
 void RematState::TrackStash(OpIndex first_backward_op) {
-  stash_from_slot_ = MainSlot(first_backward_op);
+  stash_from_slot_ = PreSlot(first_backward_op);
   stash_bytes_ = 0;
   for (TensorIndex t = 0; t < graph_.num_tensors(); ++t) {
     stash_bytes_ += StashContribution(t, original_[t]);

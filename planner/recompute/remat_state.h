@@ -83,12 +83,13 @@ class RematState {
 
   // The stash objective: from now on, StashBytes() sums the forward-made,
   // non-persistent tensors whose original instance is read at or after
-  // `first_backward_op` (what StashedTensors reports for the schedule).
+  // `first_backward_op`'s pre slot, where the clones that run before it
+  // read (what StashedTensors reports for the schedule).
   void TrackStash(OpIndex first_backward_op);
   bool tracks_stash() const { return stash_from_slot_ >= 0; }
   int64_t StashBytes() const { return stash_bytes_; }
   // The main slot of the last forward op: every stashed tensor is live there.
-  int32_t stash_slot() const { return stash_from_slot_ - 2; }
+  int32_t stash_slot() const { return stash_from_slot_ - 1; }
 
   // Longest chain of set ops through `op` if it were added (1 when alone),
   // counted up to `cap` + 1.

@@ -119,7 +119,8 @@ TEST(RecomputePlanTest, EchoKeepsCheapOpsRecomputedByTheFrontierRule) {
   EXPECT_EQ(plan.planned_peak_bytes, 1300);
   EXPECT_EQ(plan.recompute_cost, 3);
   EXPECT_DOUBLE_EQ(plan.recompute_overhead_ratio, 3.0 / 45);
-  EXPECT_THAT(TensorIds(graph, plan.stash), ElementsAre("a"));
+  // c too: f4's clone runs in the backward, from c.
+  EXPECT_THAT(TensorIds(graph, plan.stash), ElementsAre("a", "c"));
   ASSERT_EQ(plan.regions.size(), 2u);
   EXPECT_THAT(TensorIds(graph, plan.regions[0].freed_tensors),
               ElementsAre("d", "l"));
@@ -270,6 +271,27 @@ TEST(RecomputePlanTest, AutoStashObjectiveTradesThePeakForTheStash) {
   options.memory_limit_bytes = 2800;
   EXPECT_EQ(GenerateRecomputePlan(graph, costs, options).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+TEST(RecomputePlanTest, ClonesBeforeTheFirstBackwardOpReadTheStash) {
+  // f2's clone runs before b2, after the forward has returned: its input a
+  // is what the backward keeps instead of b (frameworks cut the graph after
+  // the last forward op). The peak stays at b2: b l gb = 4001.
+  Graph graph = testing::ParseOrFail(R"(
+    tensor x 10 input
+    op f1 fwd gemm x -> a:100 cost=10
+    op f2 fwd elementwise a -> b:1000 cost=1
+    op loss fwd reduction b -> l:1 cost=1
+    op b2 bwd elementwise l b -> gb:3000 cost=1
+  )");
+  RecomputePlanOptions options;
+  options.max_overhead_ratio = 0.1;
+  options.objective = RecomputeObjective::kStashBytes;
+  RecomputePlan plan = testing::ValueOrFail(
+      GenerateRecomputePlan(graph, testing::RelativeCosts(graph), options));
+  EXPECT_EQ(Render(graph, plan.schedule), "f1 f2 loss (f2) b2");
+  EXPECT_THAT(TensorIds(graph, plan.stash), ElementsAre("a", "l"));
+  EXPECT_EQ(plan.stash_bytes, 101);
 }
 
 TEST(RecomputePlanTest, ObjectiveNamesRoundTrip) {
