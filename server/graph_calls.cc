@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "adapter/plan_convert.h"
+#include "planner/batch.h"
 #include "planner/device_catalog.h"
 #include "planner/recompute/fit_check.h"
 #include "planner/status_macros.h"
@@ -78,6 +79,19 @@ absl::Status PlannerService::FitDevices(grpc::CallbackServerContext* context,
         planner::CheckFit(*costed.graph, costed.costs.Costs(), options));
     v1::DeviceFit* answer = response->add_devices();
     adapter::FillDeviceFit(spec.name, options.device_memory_bytes, fit, answer);
+    if (planner::HasBatchDimension(*costed.graph)) {
+      // The largest batch under the same budget and reserve.
+      planner::MaxBatchOptions batch_options;
+      batch_options.memory = options.memory;
+      batch_options.reserved_bytes = fit.reserved_bytes;
+      batch_options.max_overhead_ratio = options.max_overhead_ratio;
+      batch_options.interrupted = options.interrupted;
+      ASSIGN_OR_RETURN(const planner::MaxBatchResult batch,
+                       MaxBatchOn(*costed.graph, spec, batch_options));
+      if (batch.with_recompute.found) {
+        answer->set_max_batch_size(batch.with_recompute.batch);
+      }
+    }
     if (fit.fits) fitting.push_back(spec.name);
   }
   if (single) {

@@ -19,6 +19,7 @@
 #include "echo/v1/planner.grpc.pb.h"
 #include "planner/cost_model.h"
 #include "planner/graph.h"
+#include "planner/recompute/batch_search.h"
 #include "planner/recompute/plan.h"
 #include "server/call_authorizer.h"
 #include "server/call_context.h"
@@ -224,6 +225,11 @@ class PlannerService final : public RawPlannerService {
                           const v1::CheckFitRequest& request,
                           v1::CheckFitResponse* response);
   // scheduler_handlers.cc
+  // The largest batches of `graph` on `device` (options' device memory is
+  // the device's).
+  absl::StatusOr<planner::MaxBatchResult> MaxBatchOn(
+      const planner::Graph& graph, const planner::DeviceSpec& device,
+      planner::MaxBatchOptions options) const;
   absl::Status DoFindMaxBatchSize(grpc::CallbackServerContext* context,
                                   const v1::FindMaxBatchSizeRequest& request,
                                   v1::FindMaxBatchSizeResponse* response);

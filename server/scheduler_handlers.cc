@@ -37,6 +37,24 @@ void BatchFitToProto(const planner::BatchFit& fit, v1::BatchSizeFit* out) {
 
 }  // namespace
 
+absl::StatusOr<planner::MaxBatchResult> PlannerService::MaxBatchOn(
+    const planner::Graph& graph, const planner::DeviceSpec& device,
+    planner::MaxBatchOptions options) const {
+  options.device_memory_bytes = device.memory_bytes;
+  const planner::DeviceSpec* spec = &device;
+  const planner::ProfiledTimes* profiled =
+      profiler_ != nullptr ? profiler_->TimesFor(spec) : nullptr;
+  // The search prices each batch's graph again: sizes and FLOPs scale.
+  const planner::OpCostFn costs =
+      [spec, profiled](
+          const planner::Graph& scaled) -> absl::StatusOr<std::vector<double>> {
+    ASSIGN_OR_RETURN(planner::CostTable table,
+                     planner::EstimateOpCosts(scaled, spec, profiled));
+    return table.Costs();
+  };
+  return planner::FindMaxBatchSize(graph, costs, options);
+}
+
 absl::Status PlannerService::DoFindMaxBatchSize(
     grpc::CallbackServerContext* context,
     const v1::FindMaxBatchSizeRequest& request,
@@ -69,30 +87,19 @@ absl::Status PlannerService::DoFindMaxBatchSize(
     return absl::InvalidArgumentError("FindMaxBatchSize needs a device");
   }
   const planner::DeviceSpec& spec = *costed.device;
-  options.device_memory_bytes = spec.memory_bytes;
   // Unset: the device's allowance for the CUDA context, library handles and
   // fragmentation, as in CheckFit.
   options.reserved_bytes =
       request.has_reserved_bytes()
           ? request.reserved_bytes()
-          : planner::DefaultReservedBytes(options.device_memory_bytes);
-  const planner::DeviceSpec* device = &spec;
-  const planner::ProfiledTimes* profiled =
-      profiler_ != nullptr ? profiler_->TimesFor(device) : nullptr;
-  const planner::OpCostFn costs =
-      [device, profiled](
-          const planner::Graph& graph) -> absl::StatusOr<std::vector<double>> {
-    ASSIGN_OR_RETURN(planner::CostTable table,
-                     planner::EstimateOpCosts(graph, device, profiled));
-    return table.Costs();
-  };
+          : planner::DefaultReservedBytes(spec.memory_bytes);
   ASSIGN_OR_RETURN(const planner::MaxBatchResult result,
-                   planner::FindMaxBatchSize(*costed.graph, costs, options));
+                   MaxBatchOn(*costed.graph, spec, options));
   BatchFitToProto(result.without_recompute,
                   response->mutable_without_recompute());
   BatchFitToProto(result.with_recompute, response->mutable_with_recompute());
   response->set_graph_batch_size(result.graph_batch);
-  response->set_device_memory_bytes(options.device_memory_bytes);
+  response->set_device_memory_bytes(spec.memory_bytes);
   response->set_usable_bytes(result.usable_bytes);
   response->set_plans_evaluated(result.plans_evaluated);
   response->set_message(result.message);

@@ -111,6 +111,41 @@ TEST_F(SchedulerTest, MaxBatchMatchesReplayedFitChecks) {
               HasSubstr("echo_max_batch_size_count{recompute=\"auto\"} 2"));
 }
 
+TEST_F(SchedulerTest, FitOnEveryDeviceByFingerprintGivesTheLargestBatch) {
+  // A scheduler registers once, then asks by fingerprint only.
+  v1::RegisterGraphRequest registration;
+  *registration.mutable_graph() = vgg16_;
+  auto registered = client_->RegisterGraph(registration);
+  ASSERT_TRUE(registered.ok()) << registered.status();
+  v1::CheckFitRequest fit;
+  fit.set_graph_fingerprint(registered->graph_fingerprint());
+  fit.add_device_names("all");
+  fit.set_max_overhead_ratio(0.2);
+  auto answer = client_->CheckFit(fit);
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  ASSERT_GT(answer->devices_size(), 2);
+  int with_batch = 0;
+  for (const v1::DeviceFit& device : answer->devices()) {
+    SCOPED_TRACE(device.device_name());
+    v1::FindMaxBatchSizeRequest request;
+    request.set_graph_fingerprint(registered->graph_fingerprint());
+    request.mutable_device()->set_name(device.device_name());
+    request.set_max_overhead_ratio(0.2);
+    auto batch = client_->FindMaxBatchSize(request);
+    ASSERT_TRUE(batch.ok()) << batch.status();
+    // The same reserve as the fit answer, and the same largest batch.
+    EXPECT_EQ(batch->usable_bytes(),
+              device.device_memory_bytes() - device.reserved_bytes());
+    ASSERT_EQ(device.has_max_batch_size(), batch->with_recompute().found());
+    if (!device.has_max_batch_size()) continue;
+    ++with_batch;
+    EXPECT_EQ(device.max_batch_size(), batch->with_recompute().batch_size());
+    // At 256 (the graph's batch) the fit answer and the batch agree.
+    EXPECT_EQ(device.fits(), device.max_batch_size() >= 256);
+  }
+  EXPECT_GT(with_batch, 2);
+}
+
 TEST_F(SchedulerTest, MaxBatchBadInput) {
   v1::FindMaxBatchSizeRequest request = MaxBatchRequest("v100-16gb");
   request.set_min_batch_size(64);

@@ -181,7 +181,8 @@ def subset_graph(graph, op_indices):
     """An echo graph with a copy of graph.ops[i] per listed index (unique op
     and output ids), plus the tensors they read (no producer) and write."""
     tensors = {t.id: t for t in graph.tensors}
-    sub = _g.Graph(name=f"{graph.name}-recomputed")
+    # The batch marks stay valid: the same batch size.
+    sub = _g.Graph(name=f"{graph.name}-recomputed", batch_size=graph.batch_size)
     added = set()
     for k, index in enumerate(op_indices):
         op = graph.ops[index]
