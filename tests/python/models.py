@@ -300,14 +300,20 @@ class Bottleneck(nn.Module):
 
 class ResNet50(nn.Module):
     """ResNet-50 (stages of 3, 4, 6, 3 bottlenecks) with a cross-entropy
-    loss, written out so the suite needs no torchvision."""
+    loss, written out so the suite needs no torchvision. `stages` sets the
+    bottlenecks per stage for deeper or shallower ResNets of the same
+    structure, e.g. (3, 4, 23, 3) is ResNet-101; the default is ResNet-50.
+    Layers (convolutions on the main path and the classifier):
+    3 * sum(stages) + 2."""
 
-    def __init__(self, batch=8, image=96, classes=100, width=64):
+    def __init__(self, batch=8, image=96, classes=100, width=64, stages=(3, 4, 6, 3)):
         super().__init__()
         self.stem = nn.Sequential(nn.Conv2d(3, width, 7, 2, 3, bias=False),
                                   nn.BatchNorm2d(width), nn.ReLU(), nn.MaxPool2d(3, 2, 1))
         blocks, inplanes = [], width
-        for stage, (count, stride) in enumerate(((3, 1), (4, 2), (6, 2), (3, 2))):
+        if len(stages) != 4 or min(stages) < 1:
+            raise ValueError(f"stages must be 4 block counts >= 1, not {stages!r}")
+        for stage, (count, stride) in enumerate(zip(stages, (1, 2, 2, 2))):
             planes = width * 2 ** stage
             for i in range(count):
                 blocks.append(Bottleneck(inplanes, planes, stride if i == 0 else 1))
