@@ -286,6 +286,7 @@ int RunPlan(PlannerClient& client, const EchoctlFlags& flags) {
 int RunFit(PlannerClient& client, const EchoctlFlags& flags) {
   v1::CheckFitRequest request;
   if (!SetGraph(flags, &request)) return 1;
+  request.set_include_max_batch(flags.include_max_batch);
   if (flags.devices.empty()) {
     request.mutable_device()->set_name(flags.device);
   } else {
@@ -403,7 +404,7 @@ std::string DescribeBatchFit(const v1::BatchSizeFit& fit) {
 
 int RunMaxBatch(PlannerClient& client, const EchoctlFlags& flags) {
   v1::FindMaxBatchSizeRequest request;
-  if (!LoadGraph(flags, request.mutable_graph())) return 1;
+  if (!SetGraph(flags, &request)) return 1;
   request.mutable_device()->set_name(flags.device);
   request.mutable_allocator()->set_rounding_bytes(
       flags.allocator_rounding_bytes);
@@ -436,7 +437,7 @@ int RunMaxBatch(PlannerClient& client, const EchoctlFlags& flags) {
 
 int RunFrontier(PlannerClient& client, const EchoctlFlags& flags) {
   v1::GetMemoryFrontierRequest request;
-  if (!LoadGraph(flags, request.mutable_graph())) return 1;
+  if (!SetGraph(flags, &request)) return 1;
   FillFrontierRequest(flags, &request);
   absl::StatusOr<v1::GetMemoryFrontierResponse> response =
       client.GetMemoryFrontier(request);

@@ -37,6 +37,8 @@ struct EchoctlFlags {
   int64_t allocator_rounding_bytes = 0;
   int32_t live_tensors = 10;
   bool force = false;
+  // fit: also each device's largest batch (graphs with a batch dimension).
+  bool include_max_batch = false;
   // Checkmate files: the batch dimension (adapter/graph_file.h).
   int64_t checkmate_batch_size = 0;
   // max-batch

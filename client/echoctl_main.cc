@@ -12,11 +12,13 @@
 //                [--device NAME] [--objective O]
 //   echoctl fit (--graph G | --fingerprint F)
 //               (--device NAME | --devices all|a,b,c)
-//               [--max_overhead_ratio R] [--reserved_bytes N]
-//   echoctl max-batch --graph G --device NAME [--max_overhead_ratio R]
+//               [--max_overhead_ratio R] [--reserved_bytes N] [--max_batch]
+//   echoctl max-batch (--graph G | --fingerprint F) --device NAME
+//                     [--max_overhead_ratio R]
 //                     [--reserved_bytes N] [--min_batch N] [--max_batch N]
 //                     [--multiple_of N]
-//   echoctl frontier --graph G [--device NAME] [--max_points N]
+//   echoctl frontier (--graph G | --fingerprint F) [--device NAME]
+//                    [--max_points N]
 //   echoctl profile (--graph G | --fingerprint F) [--force]
 //   echoctl report --graph G --html OUT.html [--policy P]
 //                  [--memory_limit_bytes N | --max_overhead_ratio R]
@@ -251,6 +253,9 @@ int main(int argc, char** argv) {
       fit->add_option("--reserved_bytes", reserved_bytes, kReservedHelp)
           ->transform(kByteSize);
   fit_ratio_option = AddOverheadFlag(fit, overhead_ratio);
+  fit->add_flag("--max_batch", flags.include_max_batch,
+                "also each device's largest batch (graphs with a batch "
+                "dimension, e.g. --batch_dim auto)");
   AddRoundingFlag(fit, flags);
 
   CLI::App* max_batch = app.add_subcommand(

@@ -79,7 +79,8 @@ absl::Status PlannerService::FitDevices(grpc::CallbackServerContext* context,
         planner::CheckFit(*costed.graph, costed.costs.Costs(), options));
     v1::DeviceFit* answer = response->add_devices();
     adapter::FillDeviceFit(spec.name, options.device_memory_bytes, fit, answer);
-    if (planner::HasBatchDimension(*costed.graph)) {
+    if (request.include_max_batch() &&
+        planner::HasBatchDimension(*costed.graph)) {
       // The largest batch under the same budget and reserve.
       planner::MaxBatchOptions batch_options;
       batch_options.memory = options.memory;

@@ -113,11 +113,16 @@ ctl estimate --graph "$vgg" --device h100-80gb >/dev/null
 check "estimate on a catalog device" test $? -eq 0
 ctl fit --graph "$vgg" --device a100-80gb >"$work/fit.txt"
 check "fit on a100-80gb" grep -q "^fits" "$work/fit.txt"
-ctl max-batch --graph "$vgg" --batch_dim auto --device a100-80gb >"$work/batch.txt"
+ctl max-batch --graph "$vgg" --batch_dim auto --device a100-80gb \
+  --reserved_bytes 0 >"$work/batch.txt"
 check "max-batch on a100-80gb: 80 GiB / 61,816,832 bytes per sample = 1389" \
   grep -q "without recomputation: batch 1389," "$work/batch.txt"
+ctl fit --graph "$vgg" --batch_dim auto --devices a100-80gb --max_batch \
+  >"$work/fit_batch.txt"
+check "fit --max_batch ends the device's row with its largest batch" \
+  grep -Eq "^a100-80gb .* [0-9]+$" "$work/fit_batch.txt"
 ctl --output json max-batch --graph "$vgg" --batch_dim auto --device v100-16gb \
-  --multiple_of 32 >"$work/batch.json"
+  --reserved_bytes 0 --multiple_of 32 >"$work/batch.json"
 check "max-batch JSON, multiples of 32" grep -q '"batch_size": "256"' "$work/batch.json"
 ctl max-batch --graph "$vgg" --batch_dim auto --device a100-80gb --min_batch 64 \
   --max_batch 32 2>"$work/err.txt" >/dev/null

@@ -121,6 +121,7 @@ TEST_F(SchedulerTest, FitOnEveryDeviceByFingerprintGivesTheLargestBatch) {
   fit.set_graph_fingerprint(registered->graph_fingerprint());
   fit.add_device_names("all");
   fit.set_max_overhead_ratio(0.2);
+  fit.set_include_max_batch(true);
   auto answer = client_->CheckFit(fit);
   ASSERT_TRUE(answer.ok()) << answer.status();
   ASSERT_GT(answer->devices_size(), 2);
@@ -180,9 +181,9 @@ TEST_F(SchedulerTest, MaxBatchBadInput) {
   request.clear_graph();
   request.set_graph_fingerprint("abc");
   response = client_->FindMaxBatchSize(request);
-  EXPECT_EQ(response.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(response.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(response.status().message()),
-              HasSubstr("needs RegisterGraph"));
+              HasSubstr("graph fingerprint 'abc' is not registered"));
 
   request = MaxBatchRequest("");
   EXPECT_EQ(client_->FindMaxBatchSize(request).status().code(),

@@ -116,6 +116,7 @@ TEST(BatchSearchTest, MatchesAScanOfEveryBatch) {
         ASSERT_OK_AND_ASSIGN(const Graph scaled, WithBatchSize(graph, b));
         FitOptions fit;
         fit.device_memory_bytes = memory;
+        fit.reserved_bytes = 0;  // as the search's options
         fit.max_overhead_ratio = ratio;
         ASSERT_OK_AND_ASSIGN(
             const FitResult answer,
