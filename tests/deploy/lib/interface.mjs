@@ -89,6 +89,11 @@ export const METRICS = {
   echo_cache_hits_total: { type: "counter", labels: ["cache"], values: { cache: CACHES } },
   echo_cache_misses_total: { type: "counter", labels: ["cache"], values: { cache: CACHES } },
   echo_cache_evictions_total: { type: "counter", labels: ["cache"], values: { cache: CACHES } },
+  // FindMaxBatchSize and GetMemoryFrontier (README "Scheduler questions").
+  echo_max_batch_size: { type: "histogram", labels: ["recompute"],
+                         values: { recompute: ["none", "auto"] } },
+  echo_scheduler_plans_evaluated: { type: "histogram", labels: ["method"] },
+  echo_frontier_points: { type: "histogram", labels: [] },
 };
 
 // Series from outside echod that the alerts may use.
