@@ -4,45 +4,12 @@
 set -u
 bin=${1:?bin dir}
 data=${2:?data dir}
-work=$(mktemp -d)
-passed=0
-failed=0
-echod_pid=""
-cleanup() {
-  [ -n "$echod_pid" ] && kill -9 "$echod_pid" 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-check() {  # check NAME COMMAND...: passes when COMMAND succeeds
-  local name=$1
-  shift
-  if "$@"; then
-    passed=$((passed + 1))
-    echo "ok   - $name"
-  else
-    failed=$((failed + 1))
-    echo "FAIL - $name"
-  fi
-}
-
-# Starts echod with the given env/flags; sets echod_pid, port, metrics.
-start_echod() {
-  "$@" >"$work/echod.log" 2>&1 &
-  echod_pid=$!
-  for _ in $(seq 1 100); do
-    if grep -q "serving echo.v1.MemoryPlanner" "$work/echod.log"; then break; fi
-    sleep 0.1
-  done
-  port=$(sed -n 's/.*serving echo.v1.MemoryPlanner on 127.0.0.1:\([0-9]*\).*/\1/p' "$work/echod.log")
-  metrics=$(sed -n 's#.*metrics http://\([0-9.:]*\)/metrics.*#\1#p' "$work/echod.log")
-}
+source "$(dirname "$0")/lib.sh"
 
 # Flags come from the environment, as in the Kubernetes ConfigMap.
 start_echod env ECHO_GRPC_ADDRESS=127.0.0.1:0 ECHO_METRICS_ADDRESS=127.0.0.1:0 \
   ECHO_UNIX_SOCKET="$work/echod.sock" ECHO_LOG_LEVEL=debug "$bin/echod"
 check "echod starts from ECHO_* variables" test -n "$port"
-ctl() { "$bin/echoctl" --server "127.0.0.1:$port" "$@"; }
 
 check "health is SERVING" ctl health
 check "health over the unix socket" "$bin/echoctl" --server "unix://$work/echod.sock" health
@@ -242,5 +209,4 @@ kill -TERM "$echod_pid"
 wait "$echod_pid"
 echod_pid=""
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

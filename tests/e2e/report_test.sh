@@ -10,27 +10,7 @@ set -u
 bin=${1:?bin dir}
 data=${2:?data dir}
 keep_screenshot=${3:-}
-work=$(mktemp -d)
-passed=0
-failed=0
-echod_pid=""
-cleanup() {
-  [ -n "$echod_pid" ] && kill -9 "$echod_pid" 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-check() {  # check NAME COMMAND...: passes when COMMAND succeeds
-  local name=$1
-  shift
-  if "$@"; then
-    passed=$((passed + 1))
-    echo "ok   - $name"
-  else
-    failed=$((failed + 1))
-    echo "FAIL - $name"
-  fi
-}
+source "$(dirname "$0")/lib.sh"
 
 chromium=$(command -v chromium || command -v chromium-browser || true)
 if [ -z "$chromium" ]; then
@@ -45,16 +25,8 @@ browse() {
     --user-data-dir="$work/profile" --enable-logging=stderr --v=0 "$@"
 }
 
-"$bin/echod" --grpc_address=127.0.0.1:0 --metrics_address=127.0.0.1:0 \
-  >"$work/echod.log" 2>&1 &
-echod_pid=$!
-for _ in $(seq 1 100); do
-  grep -q "serving echo.v1.MemoryPlanner" "$work/echod.log" && break
-  sleep 0.1
-done
-port=$(sed -n 's/.*serving echo.v1.MemoryPlanner on 127.0.0.1:\([0-9]*\).*/\1/p' "$work/echod.log")
+start_echod "$bin/echod" --grpc_address=127.0.0.1:0 --metrics_address=127.0.0.1:0
 check "echod starts" test -n "$port"
-ctl() { "$bin/echoctl" --server "127.0.0.1:$port" "$@"; }
 
 # The page's self-check JSON, from Chromium's DOM after the script ran.
 selfcheck() {  # selfcheck PAGE OUT_JSON CONSOLE_LOG
@@ -137,5 +109,4 @@ ctl report --graph "$graph" --html "$work/x.html" --device no-such-gpu 2>"$work/
 check "an unknown device is NOT_FOUND" grep -q "NOT_FOUND" "$work/err3"
 check "health still SERVING" ctl health
 
-echo "report_test: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish
