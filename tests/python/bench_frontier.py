@@ -71,7 +71,8 @@ Extra compute, two deterministic ways (no timing on this busy CPU):
 
 Frontiers (per model; x = extra roofline %, y = MiB held for backward):
 the torch series is {torch default, torch budget B}; the Echo series is
-{Echo AUTO @ peak(B), Echo AUTO 5%, Echo ECHO}. A series' frontier is
+{Echo AUTO @ peak(B), Echo AUTO 0-30%, Echo AUTO stash points, Echo ECHO}.
+A series' frontier is
 F(x) = min{y_p : p in series, x_p <= x} (its lower-left staircase).
 
   "Echo's frontier is at or below torch's" means: every torch point T is

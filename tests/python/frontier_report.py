@@ -263,8 +263,10 @@ def write_outputs(out, results, total, complete=True, meta=None):
         "activation_memory_budget 1.0 (default), " + ", ".join(map(str, BUDGETS)) +
         ", run by echo_torch's freeing executor; Echo AUTO @ peak(B): memory_limit_bytes = "
         "measured step peak of torch budget B (1.0: the default); Echo AUTO 5%: "
-        "max_overhead_ratio=0.05; Echo ECHO: policy ECHO; all Echo plans with "
-        "device=h100-80gb.",
+        "max_overhead_ratio=0.05 (and 0%, 10%, 20%, 30%); Echo AUTO stash 5% and "
+        "stash @ extra(B): objective=stash_bytes at 5% and at the extra roofline torch "
+        "budget B spent, with echod's stash_lower_bound_bytes (no plan within the budget "
+        "holds less); Echo ECHO: policy ECHO; all Echo plans with device=h100-80gb.",
         "- *frontier at or below*: every torch point T has an Echo point E with "
         f"extra_E <= extra_T + {EPS_X} pp and saved_E <= saved_T + 1 KiB (\"by step "
         "peak\": the same with the measured step peak).",
