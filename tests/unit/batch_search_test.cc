@@ -18,18 +18,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// Peak at batch b: max(1000 + 500b, 2000 + 100b) (batch_test.cc).
-constexpr char kTiny[] = R"(
-graph tiny
-batch 2
-tensor w 1000 parameter
-tensor x 100*B input
-op f1 fwd elementwise x w -> a:200*B cost=1
-op f2 fwd elementwise a -> b:200*B cost=1
-op b2 bwd elementwise b a -> g:100*B cost=1
-op upd opt elementwise w g -> w2:1000 cost=1
-output w2
-)";
+constexpr const char* kTiny = testing::kTinyBatchGraph;
 
 // A chain whose forward maps can be recomputed: the plain peak is
 // 1004 + 600b at b4 (w, l and x, a, b, c, d, gd of 100b each), and

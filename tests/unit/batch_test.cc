@@ -16,19 +16,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// Peak at batch b: max(1000 + 500b at b2, 2000 + 100b at upd) (w, a, b, g
-// live at b2; w, g, w2 at upd).
-constexpr char kTiny[] = R"(
-graph tiny
-batch 2
-tensor w 1000 parameter
-tensor x 100*B input
-op f1 fwd elementwise x w -> a:200*B cost=1
-op f2 fwd elementwise a -> b:200*B cost=1
-op b2 bwd elementwise b a -> g:100*B cost=1
-op upd opt elementwise w g -> w2:1000 cost=1
-output w2
-)";
+constexpr const char* kTiny = testing::kTinyBatchGraph;
 
 Graph Parse(const std::string& text) {
   return testing::ValueOrFail(ParseTextGraph(text));

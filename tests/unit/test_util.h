@@ -110,6 +110,21 @@ inline std::vector<double> RelativeCosts(const planner::Graph& graph) {
   return costs;
 }
 
+// A graph with a batch dimension (batch 2); its peak at batch b is
+// max(1000 + 500b at b2, 2000 + 100b at upd) (w, a, b, g live at b2; w, g,
+// w2 at upd).
+inline constexpr char kTinyBatchGraph[] = R"(
+graph tiny
+batch 2
+tensor w 1000 parameter
+tensor x 100*B input
+op f1 fwd elementwise x w -> a:200*B cost=1
+op f2 fwd elementwise a -> b:200*B cost=1
+op b2 bwd elementwise b a -> g:100*B cost=1
+op upd opt elementwise w g -> w2:1000 cost=1
+output w2
+)";
+
 // Two gemm + elementwise layers; the backward of each gemm reads its input,
 // the elementwise backward reads the op's input. Costs: gemm 10, others 1
 // (baseline 45). Plain peak 2201 bytes, at b4.
