@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "planner/byte_size.h"
+#include "planner/recompute/stash_cut.h"
 #include "planner/status_macros.h"
 
 namespace echo::planner {
@@ -135,8 +136,13 @@ int64_t StashBytes(const Graph& graph, const Schedule& schedule,
   return bytes;
 }
 
-int64_t StashLowerBound(const Graph& graph, const std::vector<double>& op_costs,
-                        const MemoryModelOptions& memory, double cost_budget) {
+absl::StatusOr<int64_t> StashLowerBound(const RematProblem& problem,
+                                        double cost_budget,
+                                        bool backward_clones_only,
+                                        const Interrupt& interrupted) {
+  const Graph& graph = problem.graph;
+  const std::vector<double>& op_costs = problem.op_costs;
+  const MemoryModelOptions& memory = problem.memory;
   // Per producer: the stashed bytes one clone of it takes out of the stash.
   absl::flat_hash_map<OpIndex, int64_t> bytes_of_op;
   int64_t stash = 0;
@@ -170,7 +176,14 @@ int64_t StashLowerBound(const Graph& graph, const std::vector<double>& op_costs,
       break;
     }
   }
-  return std::max<int64_t>(0, stash - static_cast<int64_t>(removable));
+  const int64_t knapsack =
+      std::max<int64_t>(0, stash - static_cast<int64_t>(removable));
+  if (!backward_clones_only) return knapsack;
+  ASSIGN_OR_RETURN(StashCutPlans cuts,
+                   StashCutsWithinBudget(problem, problem.can_clone,
+                                         FirstBackwardOp(graph), cost_budget,
+                                         interrupted));
+  return std::max(knapsack, cuts.lower_bound_bytes);
 }
 
 absl::StatusOr<RecomputePlan> BuildPlanFromSchedule(

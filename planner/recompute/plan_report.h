@@ -12,6 +12,7 @@
 #include "planner/graph.h"
 #include "planner/memory_simulator.h"
 #include "planner/recompute/plan.h"
+#include "planner/recompute/remat_problem.h"
 
 namespace echo::planner {
 
@@ -33,9 +34,15 @@ int64_t StashBytes(const Graph& graph, const Schedule& schedule,
 // A stash no plan whose recompute cost is within `cost_budget` can beat:
 // taking a tensor out of the stash re-runs its producer at least once, so
 // the plain stash minus a fractional knapsack of producers (bytes of their
-// stashed outputs, weight their cost) bounds it from below.
-int64_t StashLowerBound(const Graph& graph, const std::vector<double>& op_costs,
-                        const MemoryModelOptions& memory, double cost_budget);
+// stashed outputs, weight their cost) bounds it from below. With
+// `backward_clones_only` (plans whose clones all run in the backward: every
+// policy but OPTIMAL), also the minimum cut's Lagrangian bound
+// (stash_cut.h), which knows that a re-run op needs its inputs; the higher
+// of the two.
+absl::StatusOr<int64_t> StashLowerBound(const RematProblem& problem,
+                                        double cost_budget,
+                                        bool backward_clones_only,
+                                        const Interrupt& interrupted);
 
 // Readable plans: drops the regions that save nothing at the peak (their
 // clones leave the schedule, so their readers use the original instances)

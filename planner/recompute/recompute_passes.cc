@@ -15,6 +15,7 @@
 #include "planner/recompute/plan_report.h"
 #include "planner/recompute/recompute_pass.h"
 #include "planner/recompute/remat_problem.h"
+#include "planner/recompute/stash_cut.h"
 #include "planner/status_macros.h"
 
 namespace echo::planner {
@@ -78,15 +79,8 @@ Evaluated SelectBest(const RematProblem& problem,
   return *std::move(best);
 }
 
-// The first op that is not in the forward pass (kNoOp when none).
-OpIndex FirstBackwardOp(const Graph& graph) {
-  for (OpIndex o = 0; o < graph.num_ops(); ++o) {
-    if (graph.op(o).phase != Phase::kForward) return o;
-  }
-  return kNoOp;
-}
-
-// AUTO: its search, seeded with the ECHO and CHEN_SQRT plans, then the best
+// AUTO: its search, seeded with the ECHO and CHEN_SQRT plans (and for the
+// stash objective, the minimum cuts within the budget), then the best
 // candidate by replay. The default depth bound is kDefaultMaxRecomputeDepth,
 // raised to the chain depth of the seeds so that AUTO can always fall back on
 // them; an explicit bound applies to every candidate.
@@ -97,6 +91,20 @@ absl::StatusOr<Evaluated> RunAuto(const PassInput& input) {
   ASSIGN_OR_RETURN(RematSet chen_seed, ChenSqrtRecompute().Run(problem));
   std::vector<RematPlan> seeds = {RematPlan{std::move(echo_seed), {}},
                                   RematPlan{std::move(chen_seed), {}}};
+  const bool by_stash = options.objective == RecomputeObjective::kStashBytes &&
+                        !options.memory_limit_bytes.has_value();
+  if (by_stash) {
+    // The exact cut within the budget (each op re-run once, peaks aside):
+    // the search starts from it too and spends what budget it leaves.
+    ASSIGN_OR_RETURN(
+        StashCutPlans cuts,
+        StashCutsWithinBudget(problem, problem.eligible,
+                              FirstBackwardOp(problem.graph),
+                              input.cost_budget, options.interrupted));
+    for (RematSet& remat : cuts.plans) {
+      seeds.push_back(RematPlan{std::move(remat), {}});
+    }
+  }
   int32_t depth = options.max_recompute_depth;
   if (depth == 0) {
     depth = kDefaultMaxRecomputeDepth;
@@ -110,9 +118,7 @@ absl::StatusOr<Evaluated> RunAuto(const PassInput& input) {
   auto_options.max_depth = depth;
   auto_options.effort = options.auto_effort;
   auto_options.interrupted = options.interrupted;
-  if (options.objective == RecomputeObjective::kStashBytes) {
-    auto_options.first_backward_op = FirstBackwardOp(problem.graph);
-  }
+  if (by_stash) auto_options.first_backward_op = FirstBackwardOp(problem.graph);
   for (RematPlan& seed : seeds) {
     if (RematChainDepth(problem, seed) <= depth) {
       auto_options.seeds.push_back(std::move(seed));

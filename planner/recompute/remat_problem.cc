@@ -40,6 +40,13 @@ RematProblem::RematProblem(const Graph& graph,
   }
 }
 
+OpIndex FirstBackwardOp(const Graph& graph) {
+  for (OpIndex o = 0; o < graph.num_ops(); ++o) {
+    if (graph.op(o).phase != Phase::kForward) return o;
+  }
+  return kNoOp;
+}
+
 std::vector<OpIndex> NeedPoints(const RematProblem& problem,
                                 const std::vector<std::vector<OpIndex>>& points,
                                 OpIndex op) {

@@ -47,6 +47,10 @@ struct RematProblem {
   int32_t num_ops() const { return graph.num_ops(); }
 };
 
+// The first op that is not in the forward pass (kNoOp when none): where the
+// backward, and the stash, begin.
+OpIndex FirstBackwardOp(const Graph& graph);
+
 // A remat set plus, per op, extra clone points ("splits"): op indices where
 // the op runs again instead of keeping its previous instance alive. A split
 // only counts where the op's outputs are needed (see ClonePoints); on an op

@@ -16,6 +16,7 @@
 #include "planner/checkmate_import.h"
 #include "planner/device_catalog.h"
 #include "planner/graph.h"
+#include "planner/memory_simulator.h"
 #include "planner/text_format.h"
 
 // Sanitizer builds run slower: tests multiply the solver time limits they
@@ -103,6 +104,26 @@ inline planner::Graph ParseOrFail(absl::string_view text) {
 }
 
 // Each op's relative_cost (`cost=` in the text format), as op costs.
+// "f1 f2 (f2) b3" style rendering: recomputations in parentheses.
+inline std::string Render(const planner::Graph& graph,
+                          const planner::Schedule& schedule) {
+  std::string out;
+  for (const planner::Execution& e : schedule) {
+    if (!out.empty()) out += " ";
+    out += e.recompute ? "(" + graph.op(e.op).id + ")" : graph.op(e.op).id;
+  }
+  return out;
+}
+
+// The ids of `tensors`, in order.
+inline std::vector<std::string> TensorIds(
+    const planner::Graph& graph,
+    const std::vector<planner::TensorIndex>& tensors) {
+  std::vector<std::string> ids;
+  for (planner::TensorIndex t : tensors) ids.push_back(graph.tensor(t).id);
+  return ids;
+}
+
 inline std::vector<double> RelativeCosts(const planner::Graph& graph) {
   std::vector<double> costs;
   costs.reserve(graph.num_ops());

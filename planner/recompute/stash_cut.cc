@@ -1,0 +1,311 @@
+#include "planner/recompute/stash_cut.h"
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <limits>
+#include <optional>
+#include <utility>
+
+namespace echo::planner {
+namespace {
+
+constexpr int64_t kInfinite = int64_t{1} << 62;
+// Capacities are bytes times a scale of up to 1024, so that rounding the
+// recompute prices down loosens the bound by under a byte on graphs of up to
+// ~1000 recomputed ops; the scale shrinks on graphs whose tensors add up to
+// more than 2^50 bytes, so that no flow, which every path takes through a
+// tensor's edge, reaches 2^60 (nor, with kInfinite, int64's range).
+constexpr double kMaxCapacityScale = 1024;
+constexpr double kCapacityLimit = static_cast<double>(int64_t{1} << 60);
+// The bisection's range around lambda0 = plain stash / eligible cost, in
+// natural-log units, and its steps.
+constexpr double kLogLambdaRange = 24;
+constexpr int kBisectionSteps = 28;
+
+// Dinic's maximum flow with an iterative search (forward graphs of LSTMs
+// unrolled over time make paths as long as the graph).
+class MaxFlow {
+ public:
+  explicit MaxFlow(int32_t num_nodes) : edges_of_(num_nodes) {}
+
+  void AddEdge(int32_t from, int32_t to, int64_t capacity) {
+    edges_of_[from].push_back(static_cast<int32_t>(to_.size()));
+    to_.push_back(to);
+    capacity_.push_back(capacity);
+    edges_of_[to].push_back(static_cast<int32_t>(to_.size()));
+    to_.push_back(from);
+    capacity_.push_back(0);
+  }
+
+  int64_t Run(int32_t source, int32_t sink) {
+    int64_t flow = 0;
+    const int32_t n = static_cast<int32_t>(edges_of_.size());
+    std::vector<int32_t> next(n);
+    std::vector<int32_t> path;
+    while (Levels(source, sink)) {
+      std::fill(next.begin(), next.end(), 0);
+      path.clear();
+      int32_t u = source;
+      while (true) {
+        if (u == sink) {
+          int64_t pushed = kInfinite;
+          for (int32_t e : path) pushed = std::min(pushed, capacity_[e]);
+          size_t retreat = path.size();
+          for (size_t i = 0; i < path.size(); ++i) {
+            capacity_[path[i]] -= pushed;
+            capacity_[path[i] ^ 1] += pushed;
+            if (capacity_[path[i]] == 0 && retreat == path.size()) retreat = i;
+          }
+          flow += pushed;
+          path.resize(retreat);
+          u = path.empty() ? source : to_[path.back()];
+          continue;
+        }
+        bool advanced = false;
+        for (; next[u] < static_cast<int32_t>(edges_of_[u].size()); ++next[u]) {
+          const int32_t e = edges_of_[u][next[u]];
+          if (capacity_[e] > 0 && level_[to_[e]] == level_[u] + 1) {
+            path.push_back(e);
+            u = to_[e];
+            advanced = true;
+            break;
+          }
+        }
+        if (advanced) continue;
+        level_[u] = -1;  // a dead end in this phase
+        if (path.empty()) break;
+        path.pop_back();
+        u = path.empty() ? source : to_[path.back()];
+        ++next[u];
+      }
+    }
+    return flow;
+  }
+
+  // After Run: the nodes that can still reach `sink` in the residual graph
+  // (the smallest sink side of a minimum cut).
+  std::vector<uint8_t> SinkSide(int32_t sink) const {
+    std::vector<uint8_t> reached(edges_of_.size(), 0);
+    std::deque<int32_t> queue = {sink};
+    reached[sink] = 1;
+    while (!queue.empty()) {
+      const int32_t v = queue.front();
+      queue.pop_front();
+      // u reaches v when the residual u -> v (the twin of v -> u) is open.
+      for (int32_t e : edges_of_[v]) {
+        const int32_t u = to_[e];
+        if (!reached[u] && capacity_[e ^ 1] > 0) {
+          reached[u] = 1;
+          queue.push_back(u);
+        }
+      }
+    }
+    return reached;
+  }
+
+ private:
+  bool Levels(int32_t source, int32_t sink) {
+    level_.assign(edges_of_.size(), -1);
+    std::deque<int32_t> queue = {source};
+    level_[source] = 0;
+    while (!queue.empty()) {
+      const int32_t u = queue.front();
+      queue.pop_front();
+      for (int32_t e : edges_of_[u]) {
+        if (capacity_[e] > 0 && level_[to_[e]] < 0) {
+          level_[to_[e]] = level_[u] + 1;
+          queue.push_back(to_[e]);
+        }
+      }
+    }
+    return level_[sink] >= 0;
+  }
+
+  std::vector<std::vector<int32_t>> edges_of_;
+  std::vector<int32_t> to_;
+  std::vector<int64_t> capacity_;
+  std::vector<int32_t> level_;
+};
+
+struct Cut {
+  RematSet remat;
+  double cost = 0;
+  int64_t stash_bytes = 0;
+  // The minimum cut in bytes: the stash plus the recompute priced at
+  // lambda * cost, rounded down.
+  double value = 0;
+};
+
+// The network, built once per lambda: source 0, sink 1, a node per eligible
+// forward op ("recomputed" on the sink side) and per forward-made tensor
+// ("needed by the backward" on the sink side).
+class StashNetwork {
+ public:
+  StashNetwork(const RematProblem& problem,
+               const std::vector<uint8_t>& may_recompute,
+               OpIndex first_backward_op)
+      : problem_(problem), graph_(problem.graph) {
+    const int32_t num_ops = graph_.num_ops();
+    op_node_.assign(num_ops, -1);
+    tensor_node_.assign(graph_.num_tensors(), -1);
+    int32_t next = 2;
+    for (OpIndex o = 0; o < std::min(first_backward_op, num_ops); ++o) {
+      const Op& op = graph_.op(o);
+      if (op.phase != Phase::kForward) continue;
+      if (may_recompute[o]) {
+        op_node_[o] = next++;
+        eligible_cost_ += problem.op_costs[o];
+      }
+      for (TensorIndex t : op.outputs) {
+        if (!IsPersistentRole(graph_.tensor(t).role)) tensor_node_[t] = next++;
+      }
+    }
+    num_nodes_ = next;
+    needed_.assign(graph_.num_tensors(), 0);
+    pinned_.assign(graph_.num_tensors(), 0);
+    double total_bytes = 0;
+    for (TensorIndex t = 0; t < graph_.num_tensors(); ++t) {
+      if (tensor_node_[t] < 0) continue;
+      for (OpIndex reader : graph_.tensor(t).readers) {
+        if (reader < first_backward_op) continue;
+        needed_[t] = 1;
+        // A forward op the backward overtook reads the original instance
+        // whatever the plan: recomputing the producer cannot spare it.
+        if (graph_.op(reader).phase == Phase::kForward) pinned_[t] = 1;
+      }
+      if (needed_[t]) plain_stash_bytes_ += problem.tensor_bytes[t];
+      total_bytes += static_cast<double>(problem.tensor_bytes[t]);
+    }
+    scale_ = std::min(kMaxCapacityScale, kCapacityLimit / (total_bytes + 1));
+  }
+
+  int64_t plain_stash_bytes() const { return plain_stash_bytes_; }
+  double eligible_cost() const { return eligible_cost_; }
+
+  Cut Solve(double lambda) const {
+    constexpr int32_t kSource = 0, kSink = 1;
+    MaxFlow flow(num_nodes_);
+    for (TensorIndex t = 0; t < graph_.num_tensors(); ++t) {
+      const int32_t node = tensor_node_[t];
+      if (node < 0) continue;
+      if (needed_[t]) flow.AddEdge(node, kSink, kInfinite);
+      const int32_t producer = op_node_[graph_.tensor(t).producer];
+      // Stashing t pays its bytes when its producer stays in the forward.
+      flow.AddEdge(producer < 0 || pinned_[t] ? kSource : producer, node,
+                   Capacity(static_cast<double>(problem_.tensor_bytes[t])));
+    }
+    for (OpIndex o = 0; o < graph_.num_ops(); ++o) {
+      const int32_t node = op_node_[o];
+      if (node < 0) continue;
+      flow.AddEdge(kSource, node, Capacity(lambda * problem_.op_costs[o]));
+      // A recomputed op needs its inputs in the backward.
+      for (TensorIndex t : graph_.op(o).inputs) {
+        if (tensor_node_[t] >= 0) flow.AddEdge(tensor_node_[t], node, kInfinite);
+      }
+    }
+    Cut cut;
+    cut.value = static_cast<double>(flow.Run(kSource, kSink)) / scale_;
+    const std::vector<uint8_t> sink_side = flow.SinkSide(kSink);
+    cut.remat.assign(graph_.num_ops(), 0);
+    for (OpIndex o = 0; o < graph_.num_ops(); ++o) {
+      if (op_node_[o] >= 0 && sink_side[op_node_[o]]) {
+        cut.remat[o] = 1;
+        cut.cost += problem_.op_costs[o];
+      }
+    }
+    for (TensorIndex t = 0; t < graph_.num_tensors(); ++t) {
+      const int32_t node = tensor_node_[t];
+      if (node < 0 || !sink_side[node]) continue;
+      const OpIndex producer = graph_.tensor(t).producer;
+      if (pinned_[t] || !cut.remat[producer]) {
+        cut.stash_bytes += problem_.tensor_bytes[t];
+      }
+    }
+    return cut;
+  }
+
+ private:
+  // Rounded down: the cut never overstates a plan's stash or price, and
+  // the bound stays valid.
+  int64_t Capacity(double bytes) const {
+    return static_cast<int64_t>(
+        std::min(std::floor(bytes * scale_), kCapacityLimit));
+  }
+
+  const RematProblem& problem_;
+  const Graph& graph_;
+  double scale_ = 1;
+  int32_t num_nodes_ = 2;
+  std::vector<int32_t> op_node_;
+  std::vector<int32_t> tensor_node_;
+  std::vector<uint8_t> needed_;
+  std::vector<uint8_t> pinned_;
+  int64_t plain_stash_bytes_ = 0;
+  double eligible_cost_ = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<StashCutPlans> StashCutsWithinBudget(
+    const RematProblem& problem, const std::vector<uint8_t>& may_recompute,
+    OpIndex first_backward_op, double budget, const Interrupt& interrupted) {
+  StashCutPlans result;
+  if (first_backward_op == kNoOp || first_backward_op <= 0) return result;
+  const StashNetwork network(problem, may_recompute, first_backward_op);
+  result.plain_stash_bytes = network.plain_stash_bytes();
+  result.lower_bound_bytes = 0;
+  if (result.plain_stash_bytes == 0 || network.eligible_cost() <= 0) {
+    result.lower_bound_bytes = result.plain_stash_bytes;
+    return result;
+  }
+  const double lambda0 = static_cast<double>(result.plain_stash_bytes) /
+                         network.eligible_cost();
+  std::optional<Cut> within, over;
+  auto solve = [&](double log_lambda) -> absl::StatusOr<Cut> {
+    if (interrupted) {
+      absl::Status status = interrupted();
+      if (!status.ok()) return status;
+    }
+    const double lambda = lambda0 * std::exp(log_lambda);
+    Cut cut = network.Solve(lambda);
+    // Every plan within the budget pays at least its stash plus nothing more
+    // than lambda * budget for its recomputation.
+    const double bound = cut.value - lambda * std::max(budget, 0.0);
+    if (bound > static_cast<double>(result.lower_bound_bytes)) {
+      // Stashes are whole bytes.
+      result.lower_bound_bytes = static_cast<int64_t>(std::ceil(bound - 1e-6));
+    }
+    if (cut.cost <= budget) {
+      if (!within || cut.stash_bytes < within->stash_bytes) within = cut;
+    } else if (!over || cut.cost < over->cost) {
+      over = cut;
+    }
+    return cut;
+  };
+  double lo = -kLogLambdaRange, hi = kLogLambdaRange;
+  absl::StatusOr<Cut> cheapest = solve(hi);
+  if (!cheapest.ok()) return cheapest.status();
+  absl::StatusOr<Cut> dearest = solve(lo);
+  if (!dearest.ok()) return dearest.status();
+  if (dearest->cost > budget) {
+    for (int step = 0; step < kBisectionSteps; ++step) {
+      const double mid = 0.5 * (lo + hi);
+      absl::StatusOr<Cut> cut = solve(mid);
+      if (!cut.ok()) return cut.status();
+      (cut->cost <= budget ? hi : lo) = mid;
+    }
+  }
+  result.lower_bound_bytes =
+      std::min(result.lower_bound_bytes, result.plain_stash_bytes);
+  for (const std::optional<Cut>* cut : {&within, &over}) {
+    if (!cut->has_value()) continue;
+    const RematSet& remat = (*cut)->remat;
+    if (std::find(remat.begin(), remat.end(), 1) != remat.end()) {
+      result.plans.push_back(remat);
+    }
+  }
+  return result;
+}
+
+}  // namespace echo::planner

@@ -1,0 +1,148 @@
+// The stash objective's minimum cut (stash_cut.h) on small graphs: the sets
+// it picks within a budget, its Lagrangian bound, and AUTO starting from it.
+#include "planner/recompute/stash_cut.h"
+
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "planner/recompute/plan_report.h"
+#include "planner/recompute/recompute_planner.h"
+#include "planner/recompute/remat_problem.h"
+#include "test_util.h"
+
+namespace echo::planner {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+using testing::Render;
+using testing::TensorIds;
+
+// The backward reads c (1000) and m (50, from a random op: never re-run) and
+// l. Re-running f3 alone only trades c for b (1000); f2 and f3 together
+// leave a (100) instead: cost 2, stash 151. Going back to x also needs t
+// (5000) unless f0 runs again: f0..f3, cost 13, stash 51. The forward's
+// peak is at f1 (x t a = 5110), far above any of these clones.
+constexpr char kChainGraph[] = R"(
+  tensor x 10 input
+  op f0 fwd elementwise x -> t:5000 cost=1
+  op f1 fwd gemm t -> a:100 cost=10
+  op f2 fwd elementwise a -> b:1000 cost=1
+  op f3 fwd elementwise b -> c:1000 cost=1
+  op f4 fwd random c -> m:50 cost=1 norecompute
+  op loss fwd reduction c m -> l:1 cost=1
+  op b3 bwd elementwise l c m -> gc:10 cost=1
+)";
+
+std::vector<std::string> OpIds(const Graph& graph, const RematSet& remat) {
+  std::vector<std::string> ids;
+  for (OpIndex o = 0; o < graph.num_ops(); ++o) {
+    if (remat[o]) ids.push_back(graph.op(o).id);
+  }
+  return ids;
+}
+
+struct Fixture {
+  explicit Fixture(const char* text)
+      : graph(testing::ParseOrFail(text)),
+        costs(testing::RelativeCosts(graph)),
+        problem(graph, costs, MemoryModelOptions{}) {}
+  StashCutPlans Cuts(double budget) {
+    return testing::ValueOrFail(StashCutsWithinBudget(
+        problem, problem.eligible, FirstBackwardOp(graph), budget, nullptr));
+  }
+  Graph graph;
+  std::vector<double> costs;
+  RematProblem problem;
+};
+
+TEST(StashCutTest, RecomputesChainsTogetherWithinTheBudget) {
+  Fixture f(kChainGraph);
+  StashCutPlans cuts = f.Cuts(2);
+  EXPECT_EQ(cuts.plain_stash_bytes, 1051);  // c m l
+  ASSERT_EQ(cuts.plans.size(), 2u);
+  // The best within 2, then the cheapest beyond it.
+  EXPECT_THAT(OpIds(f.graph, cuts.plans[0]), ElementsAre("f2", "f3"));
+  EXPECT_THAT(OpIds(f.graph, cuts.plans[1]),
+              ElementsAre("f0", "f1", "f2", "f3"));
+  // Exact here: at any lambda in (100/11, 450) per unit, f2 f3 minimize
+  // stash + lambda * cost = 151 + 2 lambda.
+  EXPECT_EQ(cuts.lower_bound_bytes, 151);
+
+  cuts = f.Cuts(13);
+  ASSERT_EQ(cuts.plans.size(), 2u);
+  EXPECT_THAT(OpIds(f.graph, cuts.plans[0]),
+              ElementsAre("f0", "f1", "f2", "f3"));
+  // Beyond 13: loss as well, which saves l (1 byte).
+  EXPECT_THAT(OpIds(f.graph, cuts.plans[1]),
+              ElementsAre("f0", "f1", "f2", "f3", "loss"));
+  EXPECT_EQ(cuts.lower_bound_bytes, 51);  // m l
+
+  // Within 1 the best is re-running loss (stash c m: 1050), which no lambda
+  // picks (the Lagrangian's duality gap): no cut within the budget, only
+  // f2 f3 beyond it, and the bound is max over lambda of min(1051, 151 +
+  // 2 lambda) - lambda = 601 (lambda = 450), below the optimum.
+  cuts = f.Cuts(1);
+  ASSERT_EQ(cuts.plans.size(), 1u);
+  EXPECT_THAT(OpIds(f.graph, cuts.plans[0]), ElementsAre("f2", "f3"));
+  EXPECT_EQ(cuts.lower_bound_bytes, 601);
+}
+
+TEST(StashCutTest, BoundBeatsTheKnapsackWhereInputsMustStay) {
+  // The knapsack thinks re-running f3 (cost 1) takes c's 1000 bytes out of
+  // the stash and half of loss's byte with the rest: 51. The cut knows that
+  // b must then stay: max over lambda of min(1051, 151 + 2 lambda) - 1.5
+  // lambda = 376 (lambda = 450).
+  Fixture f(kChainGraph);
+  EXPECT_EQ(testing::ValueOrFail(StashLowerBound(f.problem, 1.5, true, nullptr)),
+            376);
+  // OPTIMAL's clones may run inside the forward: the knapsack alone.
+  EXPECT_EQ(
+      testing::ValueOrFail(StashLowerBound(f.problem, 1.5, false, nullptr)),
+      51);
+}
+
+TEST(StashCutTest, AutoStashObjectiveStartsFromTheCut) {
+  Fixture f(kChainGraph);
+  RecomputePlanOptions options;
+  options.objective = RecomputeObjective::kStashBytes;
+  options.max_overhead_ratio = 2.0 / 16;  // the ops cost 16 in all
+  RecomputePlan plan =
+      testing::ValueOrFail(GenerateRecomputePlan(f.graph, f.costs, options));
+  EXPECT_EQ(Render(f.graph, plan.schedule),
+            "f0 f1 f2 f3 f4 loss (f2) (f3) b3");
+  EXPECT_THAT(TensorIds(f.graph, plan.stash), ElementsAre("a", "m", "l"));
+  EXPECT_EQ(plan.stash_bytes, 151);
+  EXPECT_EQ(plan.stash_lower_bound_bytes, 151);
+  EXPECT_EQ(plan.recompute_cost, 2);
+  EXPECT_LE(plan.planned_peak_bytes, plan.baseline_peak_bytes);
+}
+
+TEST(StashCutTest, NothingToCutWithoutABackward) {
+  Fixture f(R"(
+    tensor x 10 input
+    op f1 fwd elementwise x -> a:100 cost=1
+    op f2 fwd elementwise a -> b:100 cost=1
+    output b
+  )");
+  StashCutPlans cuts = testing::ValueOrFail(StashCutsWithinBudget(
+      f.problem, f.problem.eligible, FirstBackwardOp(f.graph), 10, nullptr));
+  EXPECT_EQ(cuts.plain_stash_bytes, 0);
+  EXPECT_THAT(cuts.plans, IsEmpty());
+  EXPECT_EQ(cuts.lower_bound_bytes, 0);
+}
+
+TEST(StashCutTest, StopsWhenInterrupted) {
+  Fixture f(kChainGraph);
+  absl::StatusOr<StashCutPlans> cuts =
+      StashCutsWithinBudget(f.problem, f.problem.eligible,
+                            FirstBackwardOp(f.graph), 2, [] {
+                              return absl::DeadlineExceededError("deadline");
+                            });
+  EXPECT_EQ(cuts.status().code(), absl::StatusCode::kDeadlineExceeded);
+}
+
+}  // namespace
+}  // namespace echo::planner
