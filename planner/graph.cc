@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "planner/graph_limits.h"
@@ -135,6 +136,17 @@ std::string OpDisplayName(const Op& op) {
   }
   if (!detail.empty()) absl::StrAppend(&name, " (", detail, ")");
   return name;
+}
+
+bool Graph::RemadeOnRecompute(TensorIndex t) const {
+  const OpIndex producer = tensors_[t].producer;
+  if (producer == kNoOp) return false;
+  const Op& op = ops_[producer];
+  if (op.recompute_outputs == static_cast<int32_t>(op.outputs.size())) {
+    return true;
+  }
+  const auto end = op.outputs.begin() + op.recompute_outputs;
+  return std::find(op.outputs.begin(), end, t) != end;
 }
 
 TensorIndex Graph::FindTensor(absl::string_view id) const {
@@ -374,6 +386,19 @@ absl::StatusOr<Graph> GraphBuilder::Build() && {
                           : (op.op_class != OpClass::kRandom &&
                              op.op_class != OpClass::kCollective);
     op.attributes = std::move(spec.attributes);
+    op.recompute_outputs = static_cast<int32_t>(op.outputs.size());
+    if (auto it = op.attributes.find(kRecomputeOutputsAttribute);
+        it != op.attributes.end()) {
+      int32_t count = 0;
+      if (!absl::SimpleAtoi(it->second, &count) || count < 1 ||
+          count > op.recompute_outputs) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "op '", ShortId(op.id), "': attribute ", kRecomputeOutputsAttribute,
+            " '", ShortId(it->second), "' must be an integer from 1 to ",
+            op.recompute_outputs, " (its outputs)"));
+      }
+      op.recompute_outputs = count;
+    }
     graph.ops_.push_back(std::move(op));
   }
 

@@ -109,8 +109,17 @@ struct Op {
   double relative_cost = -1;
   int64_t workspace_bytes = 0;
   bool recomputable = true;
+  // Outputs a re-execution makes: the first recompute_outputs of `outputs`
+  // (all of them unless kRecomputeOutputsAttribute says fewer). The others
+  // keep the original run's instance.
+  int32_t recompute_outputs = 0;
   std::map<std::string, std::string> attributes;
 };
+
+// Op attribute: a re-execution of the op makes only its first N outputs (N
+// from 1 to its output count), e.g. a training batch norm re-run without its
+// running statistics, which the original run updated (the PyTorch hook's).
+inline constexpr char kRecomputeOutputsAttribute[] = "recompute_outputs";
 
 // Op attribute with the framework module the op belongs to (the hook's
 // nn.Module path, e.g. "encoder.layers.0.attn").
@@ -128,6 +137,9 @@ class Graph {
   const std::vector<Op>& ops() const { return ops_; }
   const Tensor& tensor(TensorIndex t) const { return tensors_[t]; }
   const Op& op(OpIndex o) const { return ops_[o]; }
+  // Whether a re-execution of t's producer makes t (Op::recompute_outputs);
+  // false for graph inputs.
+  bool RemadeOnRecompute(TensorIndex t) const;
   int32_t num_tensors() const { return static_cast<int32_t>(tensors_.size()); }
   int32_t num_ops() const { return static_cast<int32_t>(ops_.size()); }
   const std::map<std::string, std::string>& metadata() const {

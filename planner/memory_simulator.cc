@@ -171,6 +171,8 @@ absl::StatusOr<std::vector<Instance>> TraceInstances(const Graph& graph,
       instances[instance].last_read_step = step;
     }
     for (TensorIndex t : op.outputs) {
+      // A re-execution leaves the outputs it does not make to the original.
+      if (e.recompute && !graph.RemadeOnRecompute(t)) continue;
       current[t] = static_cast<int32_t>(instances.size());
       instances.push_back({t, step, kNeverRead, e.recompute});
     }

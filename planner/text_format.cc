@@ -189,6 +189,10 @@ absl::Status ParseOpOption(absl::string_view word, OpSpec& spec) {
     spec.name = std::string(value);
     return absl::OkStatus();
   }
+  if (key == kRecomputeOutputsAttribute) {  // validated by Build
+    spec.attributes[std::string(key)] = std::string(value);
+    return absl::OkStatus();
+  }
   return absl::InvalidArgumentError(
       absl::StrCat("unknown op option '", word, "'"));
 }

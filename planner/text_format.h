@@ -14,7 +14,8 @@
 // embedding), inputs, "->", outputs (an existing id, or id:size to declare
 // an activation), then key=value options: cost (relative), time (seconds),
 // on (where time was measured, e.g. on=h100-80gb), flops, ws (workspace
-// bytes), type (framework op type), name; and the flags
+// bytes), type (framework op type), name, recompute_outputs (graph.h); and
+// the flags
 // norecompute / recompute. Roles: input, parameter, optimizer_state,
 // gradient, activation; "output" after the role marks a graph output.
 // After a "batch <size>" line, a dimension "B" is the batch dimension (at

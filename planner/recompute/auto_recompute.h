@@ -25,7 +25,8 @@
 // the budget: the lowest one seen is kept).
 // Stash objective (overhead mode): the greedy lowers the stash instead of
 // the peak slot, from the start and again after the peak descent with the
-// budget it left.
+// budget it left; the AUTO pass adds the minimum cuts within the budget
+// (stash_cut.h) to the seeds, so the greedy also spends what they leave.
 // Each mode runs from the empty plan and from the seeds (the ECHO and
 // CHEN_SQRT plans, cut to the budget) and returns every candidate: the
 // caller replays them and keeps the best, so AUTO is never worse than the

@@ -236,7 +236,11 @@ absl::StatusOr<OptimalRecompute::Result> OptimalRecompute::Run(
     columns.assign(t + 1, kFixedZero);
     columns[t] = kFixedOne;
     for (OpIndex i = 0; i < t; ++i) {
-      if (problem.can_clone[i] && op_horizon[i] >= t) {
+      // Checkmate's model re-makes every output: ops whose re-execution
+      // makes fewer (Op::recompute_outputs) are not re-run.
+      const Op& op = problem.graph.op(i);
+      if (problem.can_clone[i] && op_horizon[i] >= t &&
+          op.recompute_outputs == static_cast<int32_t>(op.outputs.size())) {
         columns[i] = milp.AddColumn(0, 1, problem.op_costs[i] * cost_scale,
                                     true, absl::StrCat("R_", t, "_", i));
       }

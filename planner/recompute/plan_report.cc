@@ -112,7 +112,9 @@ std::vector<TensorIndex> StashedTensors(const Graph& graph,
       if (original_current[t]) original_last_read[t] = step;
     }
     for (TensorIndex t : graph.op(e.op).outputs) {
-      original_current[t] = !e.recompute;
+      if (!e.recompute || graph.RemadeOnRecompute(t)) {
+        original_current[t] = !e.recompute;
+      }
     }
   }
   std::vector<TensorIndex> stash;
@@ -150,7 +152,9 @@ absl::StatusOr<int64_t> StashLowerBound(const RematProblem& problem,
     const int64_t bytes = AllocatedBytes(graph.tensor(t).size_bytes, memory);
     stash += bytes;
     const OpIndex producer = graph.tensor(t).producer;
-    if (graph.op(producer).recomputable) bytes_of_op[producer] += bytes;
+    if (graph.op(producer).recomputable && graph.RemadeOnRecompute(t)) {
+      bytes_of_op[producer] += bytes;
+    }
   }
   struct Item {
     double cost;
@@ -179,10 +183,10 @@ absl::StatusOr<int64_t> StashLowerBound(const RematProblem& problem,
   const int64_t knapsack =
       std::max<int64_t>(0, stash - static_cast<int64_t>(removable));
   if (!backward_clones_only) return knapsack;
-  ASSIGN_OR_RETURN(StashCutPlans cuts,
-                   StashCutsWithinBudget(problem, problem.can_clone,
-                                         FirstBackwardOp(graph), cost_budget,
-                                         interrupted));
+  ASSIGN_OR_RETURN(
+      StashCutPlans cuts,
+      StashCutsWithinBudget(problem, problem.can_clone, FirstBackwardOp(graph),
+                            cost_budget, interrupted));
   return std::max(knapsack, cuts.lower_bound_bytes);
 }
 
@@ -217,7 +221,7 @@ absl::StatusOr<RecomputePlan> BuildPlanFromSchedule(
   for (int32_t step = 0; step < num_steps; ++step) {
     if (!schedule[step].recompute) continue;
     for (TensorIndex t : graph.op(schedule[step].op).outputs) {
-      clone_steps[t].push_back(step);
+      if (graph.RemadeOnRecompute(t)) clone_steps[t].push_back(step);
     }
   }
 
@@ -249,6 +253,7 @@ absl::StatusOr<RecomputePlan> BuildPlanFromSchedule(
         region.source_tensors.push_back(t);
       }
       for (TensorIndex t : op.outputs) {
+        if (!graph.RemadeOnRecompute(t)) continue;
         made_here[t] = 1;
         if (!IsStashCandidate(graph, t) || stashed[t]) continue;
         region.freed_tensors.push_back(t);

@@ -99,8 +99,8 @@ absl::StatusOr<Evaluated> RunAuto(const PassInput& input) {
     ASSIGN_OR_RETURN(
         StashCutPlans cuts,
         StashCutsWithinBudget(problem, problem.eligible,
-                              FirstBackwardOp(problem.graph),
-                              input.cost_budget, options.interrupted));
+                              FirstBackwardOp(problem.graph), input.cost_budget,
+                              options.interrupted));
     for (RematSet& remat : cuts.plans) {
       seeds.push_back(RematPlan{std::move(remat), {}});
     }

@@ -131,11 +131,11 @@ absl::StatusOr<RecomputePlan> GenerateRecomputePlan(
   SortRegionsBySaving(*plan);
   plan->peak_lower_bound_bytes = PeakLowerBound(graph, options.memory);
   if (!options.memory_limit_bytes.has_value()) {
-    ASSIGN_OR_RETURN(plan->stash_lower_bound_bytes,
-                     StashLowerBound(
-                         problem, input.cost_budget,
-                         options.policy != RecomputePolicy::kOptimal,
-                         options.interrupted));
+    ASSIGN_OR_RETURN(
+        plan->stash_lower_bound_bytes,
+        StashLowerBound(problem, input.cost_budget,
+                        options.policy != RecomputePolicy::kOptimal,
+                        options.interrupted));
   }
   plan->solver_status = output.solver_status;
   plan->solver_bound_cost = output.solver_bound_cost;

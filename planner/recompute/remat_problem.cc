@@ -30,7 +30,11 @@ RematProblem::RematProblem(const Graph& graph,
     bool clonable = op.recomputable && !op.outputs.empty();
     for (TensorIndex t : op.outputs) {
       const Tensor& tensor = graph.tensor(t);
-      if (IsPersistentRole(tensor.role) || tensor.is_output) clonable = false;
+      // Outputs a clone does not make stay with the original run.
+      if (graph.RemadeOnRecompute(t) &&
+          (IsPersistentRole(tensor.role) || tensor.is_output)) {
+        clonable = false;
+      }
     }
     can_clone[o] = clonable;
     auto hint = op.attributes.find(kRecomputeHintAttribute);
@@ -53,6 +57,7 @@ std::vector<OpIndex> NeedPoints(const RematProblem& problem,
   const Graph& graph = problem.graph;
   std::vector<OpIndex> needs;
   for (TensorIndex t : graph.op(op).outputs) {
+    if (!graph.RemadeOnRecompute(t)) continue;  // the original serves them
     const std::vector<OpIndex>& readers = graph.tensor(t).readers;
     needs.insert(needs.end(), readers.begin() + problem.split_reader[t],
                  readers.end());

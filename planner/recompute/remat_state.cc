@@ -82,7 +82,9 @@ void RematState::ComputeIntervals(TensorIndex t, Interval& original,
   }
   const std::vector<OpIndex>& readers = tensor.readers;
   const std::vector<OpIndex>* points =
-      p != kNoOp && !clone_points_[p].empty() ? &clone_points_[p] : nullptr;
+      p != kNoOp && !clone_points_[p].empty() && graph_.RemadeOnRecompute(t)
+          ? &clone_points_[p]
+          : nullptr;
   // Latest pre slot of a clone that reads t.
   int32_t clone_use = -1;
   for (OpIndex r : readers) {
@@ -270,6 +272,7 @@ void RematState::ComputeClonePoints(OpIndex x,
     if (first == kNoOp || o < first) first = o;
   };
   for (TensorIndex t : graph_.op(x).outputs) {
+    if (!graph_.RemadeOnRecompute(t)) continue;  // the original serves them
     const std::vector<OpIndex>& readers = graph_.tensor(t).readers;
     if (problem_.split_reader[t] < static_cast<int32_t>(readers.size())) {
       consider(readers[problem_.split_reader[t]]);

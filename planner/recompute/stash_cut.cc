@@ -192,7 +192,9 @@ class StashNetwork {
       if (needed_[t]) flow.AddEdge(node, kSink, kInfinite);
       const int32_t producer = op_node_[graph_.tensor(t).producer];
       // Stashing t pays its bytes when its producer stays in the forward.
-      flow.AddEdge(producer < 0 || pinned_[t] ? kSource : producer, node,
+      const bool remade =
+          producer >= 0 && !pinned_[t] && graph_.RemadeOnRecompute(t);
+      flow.AddEdge(remade ? producer : kSource, node,
                    Capacity(static_cast<double>(problem_.tensor_bytes[t])));
     }
     for (OpIndex o = 0; o < graph_.num_ops(); ++o) {
@@ -201,7 +203,8 @@ class StashNetwork {
       flow.AddEdge(kSource, node, Capacity(lambda * problem_.op_costs[o]));
       // A recomputed op needs its inputs in the backward.
       for (TensorIndex t : graph_.op(o).inputs) {
-        if (tensor_node_[t] >= 0) flow.AddEdge(tensor_node_[t], node, kInfinite);
+        if (tensor_node_[t] >= 0)
+          flow.AddEdge(tensor_node_[t], node, kInfinite);
       }
     }
     Cut cut;
@@ -218,7 +221,7 @@ class StashNetwork {
       const int32_t node = tensor_node_[t];
       if (node < 0 || !sink_side[node]) continue;
       const OpIndex producer = graph_.tensor(t).producer;
-      if (pinned_[t] || !cut.remat[producer]) {
+      if (pinned_[t] || !cut.remat[producer] || !graph_.RemadeOnRecompute(t)) {
         cut.stash_bytes += problem_.tensor_bytes[t];
       }
     }
@@ -259,8 +262,8 @@ absl::StatusOr<StashCutPlans> StashCutsWithinBudget(
     result.lower_bound_bytes = result.plain_stash_bytes;
     return result;
   }
-  const double lambda0 = static_cast<double>(result.plain_stash_bytes) /
-                         network.eligible_cost();
+  const double lambda0 =
+      static_cast<double>(result.plain_stash_bytes) / network.eligible_cost();
   std::optional<Cut> within, over;
   auto solve = [&](double log_lambda) -> absl::StatusOr<Cut> {
     if (interrupted) {

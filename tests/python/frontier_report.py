@@ -41,6 +41,10 @@ def frontier_summary(points):
 
     undominated = not_dominated("saved_bytes")
     undominated_peak = not_dominated("peak_bytes")
+    # Torch points a user gets as torch ships them: no workaround needed and
+    # the gradients equal eager's.
+    as_shipped = {t["label"] for t in torch_pts
+                  if not t.get("workaround") and t.get("grads_match_eager", True)}
 
     def best(series):
         within = [p for p in series if p["extra_roofline_pct"] <= SUMMARY_CAP + 1e-9]
@@ -54,6 +58,10 @@ def frontier_summary(points):
                 torch_points_not_dominated=undominated,
                 echo_at_or_below_torch_by_peak=not undominated_peak,
                 torch_points_not_dominated_by_peak=undominated_peak,
+                torch_points_not_dominated_as_shipped=[
+                    t for t in undominated if t in as_shipped],
+                torch_points_not_dominated_by_peak_as_shipped=[
+                    t for t in undominated_peak if t in as_shipped],
                 echo_best_within_cap=eb["label"] if eb else None,
                 torch_best_within_cap=tb["label"] if tb else None)
 
@@ -141,6 +149,12 @@ def summary_line(res):
              f"{'yes' if res['echo_at_or_below_torch_by_peak'] else 'no'}")
     if res["torch_points_not_dominated_by_peak"]:
         line += " (not dominated: " + ", ".join(res["torch_points_not_dominated_by_peak"]) + ")"
+    if "torch_points_not_dominated_as_shipped" in res:
+        held = res["torch_points_not_dominated_as_shipped"]
+        peak = res["torch_points_not_dominated_by_peak_as_shipped"]
+        line += (". Against torch's points that run as torch ships them with eager's "
+                 f"gradients, by held bytes: {'no (' + ', '.join(held) + ')' if held else 'yes'}"
+                 f"; by step peak: {'no (' + ', '.join(peak) + ')' if peak else 'yes'}")
     bound = pts.get(f"Echo AUTO stash {SUMMARY_CAP:g}%", {}).get("stash_lower_bound_bytes")
     if bound:
         line += (f". By echod's cost model no plan within {SUMMARY_CAP:g}% holds less than "

@@ -2,6 +2,7 @@
 in-place ops, autocast, no_grad regions, changing batch sizes, wrapping
 twice, infeasible budgets, torch.compile, and the plan cache; plus
 deterministic requests and the progress log."""
+import copy
 import tempfile
 import time
 import unittest
@@ -275,6 +276,36 @@ class RealServerTest(unittest.TestCase):
         self.assertLess(stash.saved_bytes, plain.saved_bytes)
         self.assertLessEqual(rep.stash_lower_bound_bytes, stash.saved_bytes)
         self.assertLessEqual(rep.planned_peak_bytes, rep.baseline_peak_bytes)
+
+    def test_training_batch_norm_re_runs_without_its_running_statistics(self):
+        # conv -> batch norm -> relu -> conv: the backward needs the first
+        # conv's output (batch norm) and the relu's (the second conv).
+        # Re-running the batch norm and the relu from the first keeps only
+        # it: the hook marks the batch norm recompute_outputs=3 and re-runs it
+        # without updating the running statistics, which the forward did once.
+        torch.manual_seed(0)
+        ref = nn.Sequential(nn.Conv2d(3, 16, 3), nn.BatchNorm2d(16), nn.ReLU(),
+                            nn.Conv2d(16, 4, 3), _Mean())
+        model = nn.Sequential(nn.Conv2d(3, 16, 3), nn.BatchNorm2d(16), nn.ReLU(),
+                              nn.Conv2d(16, 4, 3), _Mean())
+        model.load_state_dict(ref.state_dict())
+        x = torch.randn(8, 3, 12, 12)
+        plain = harness.aot_plain(copy.deepcopy(ref), (x,))  # a step of its own
+        want = ref(x)
+        want.backward()
+        with servers.Echod() as echod:
+            wrapped = optimize(model, server=echod.address, max_overhead_ratio=0.3,
+                               objective="stash_bytes", plan_cache=False, on_error="raise")
+            got = wrapped(x)
+            got.backward()
+        torch.testing.assert_close(got, want)
+        for a, b in zip(ref.parameters(), model.parameters()):
+            torch.testing.assert_close(b.grad, a.grad, rtol=1e-4, atol=1e-5)
+        for (name, a), b in zip(ref.state_dict().items(), model.state_dict().values()):
+            torch.testing.assert_close(b, a, msg=name)  # running stats updated once
+        rep = report(wrapped)
+        self.assertEqual(rep.recomputed_op_types.get("aten::_native_batch_norm_legit_functional"), 1)
+        self.assertLess(rep.planned_saved_bytes, plain.saved_bytes)
 
 
 class _Mean(nn.Module):

@@ -1,15 +1,20 @@
 // The stash objective's minimum cut (stash_cut.h) on small graphs: the sets
-// it picks within a budget, its Lagrangian bound, and AUTO starting from it.
+// it picks within a budget, its Lagrangian bound, AUTO starting from it, and
+// ops whose re-execution makes only some outputs (graph.h,
+// kRecomputeOutputsAttribute).
 #include "planner/recompute/stash_cut.h"
 
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "planner/memory_simulator.h"
 #include "planner/recompute/plan_report.h"
 #include "planner/recompute/recompute_planner.h"
 #include "planner/recompute/remat_problem.h"
+#include "planner/text_format.h"
 #include "test_util.h"
 
 namespace echo::planner {
@@ -96,8 +101,9 @@ TEST(StashCutTest, BoundBeatsTheKnapsackWhereInputsMustStay) {
   // b must then stay: max over lambda of min(1051, 151 + 2 lambda) - 1.5
   // lambda = 376 (lambda = 450).
   Fixture f(kChainGraph);
-  EXPECT_EQ(testing::ValueOrFail(StashLowerBound(f.problem, 1.5, true, nullptr)),
-            376);
+  EXPECT_EQ(
+      testing::ValueOrFail(StashLowerBound(f.problem, 1.5, true, nullptr)),
+      376);
   // OPTIMAL's clones may run inside the forward: the knapsack alone.
   EXPECT_EQ(
       testing::ValueOrFail(StashLowerBound(f.problem, 1.5, false, nullptr)),
@@ -111,8 +117,7 @@ TEST(StashCutTest, AutoStashObjectiveStartsFromTheCut) {
   options.max_overhead_ratio = 2.0 / 16;  // the ops cost 16 in all
   RecomputePlan plan =
       testing::ValueOrFail(GenerateRecomputePlan(f.graph, f.costs, options));
-  EXPECT_EQ(Render(f.graph, plan.schedule),
-            "f0 f1 f2 f3 f4 loss (f2) (f3) b3");
+  EXPECT_EQ(Render(f.graph, plan.schedule), "f0 f1 f2 f3 f4 loss (f2) (f3) b3");
   EXPECT_THAT(TensorIds(f.graph, plan.stash), ElementsAre("a", "m", "l"));
   EXPECT_EQ(plan.stash_bytes, 151);
   EXPECT_EQ(plan.stash_lower_bound_bytes, 151);
@@ -136,12 +141,71 @@ TEST(StashCutTest, NothingToCutWithoutABackward) {
 
 TEST(StashCutTest, StopsWhenInterrupted) {
   Fixture f(kChainGraph);
-  absl::StatusOr<StashCutPlans> cuts =
-      StashCutsWithinBudget(f.problem, f.problem.eligible,
-                            FirstBackwardOp(f.graph), 2, [] {
-                              return absl::DeadlineExceededError("deadline");
-                            });
+  absl::StatusOr<StashCutPlans> cuts = StashCutsWithinBudget(
+      f.problem, f.problem.eligible, FirstBackwardOp(f.graph), 2,
+      [] { return absl::DeadlineExceededError("deadline"); });
   EXPECT_EQ(cuts.status().code(), absl::StatusCode::kDeadlineExceeded);
+}
+
+// A training batch norm returns its updated running statistics as graph
+// outputs: a clone of it would make them again, so it cannot re-run, unless
+// its re-execution makes only its first outputs (recompute_outputs, as the
+// PyTorch hook re-runs it without the statistics). The backward reads r (for
+// the ReLU), c and mean (for the batch norm): 2009 bytes with l. Re-running
+// bn and relu (cost 2) leaves c and l.
+constexpr char kBatchNormGraph[] = R"(
+  tensor x 10 input
+  op conv fwd gemm x -> c:1000 cost=10
+  op bn fwd norm c -> y:1000 mean:8 stats:8 cost=1 %s
+  op relu fwd elementwise y -> r:1000 cost=1
+  op loss fwd reduction r -> l:1 cost=1
+  op b_relu bwd elementwise l r -> gr:1000 cost=1
+  op b_bn bwd norm gr c mean -> gc:1000 cost=1
+  output stats
+)";
+
+RecomputePlan StashPlan(const Graph& graph, double ratio) {
+  RecomputePlanOptions options;
+  options.objective = RecomputeObjective::kStashBytes;
+  options.max_overhead_ratio = ratio;
+  return testing::ValueOrFail(
+      GenerateRecomputePlan(graph, testing::RelativeCosts(graph), options));
+}
+
+TEST(StashCutTest, OpsWhoseCloneMakesFewerOutputsMayReRun) {
+  const Graph whole =
+      testing::ParseOrFail(absl::StrFormat(kBatchNormGraph, ""));
+  RecomputePlan plan = StashPlan(whole, 2.0 / 15);
+  EXPECT_EQ(plan.stash_bytes, 2008);  // only loss may re-run: c mean r
+  // Re-running conv (cost 10) would spare c: at lambda = 100 per unit the
+  // cut prices it even with the plain plan, 2009 - 100 * 2.
+  EXPECT_EQ(plan.stash_lower_bound_bytes, 1809);
+
+  const Graph partial = testing::ParseOrFail(
+      absl::StrFormat(kBatchNormGraph, "recompute_outputs=2"));
+  plan = StashPlan(partial, 2.0 / 15);
+  EXPECT_EQ(Render(partial, plan.schedule),
+            "conv bn relu loss (bn) (relu) b_relu b_bn");
+  EXPECT_THAT(TensorIds(partial, plan.stash), ElementsAre("c", "l"));
+  EXPECT_EQ(plan.stash_bytes, 1001);
+  EXPECT_EQ(plan.stash_lower_bound_bytes, 1001);
+  // The clone makes y and mean, not stats: the original's stays the output.
+  const SimulationResult replay =
+      testing::ValueOrFail(ReplaySchedule(partial, plan.schedule, {}));
+  EXPECT_EQ(plan.planned_peak_bytes, replay.peak_bytes);
+  EXPECT_LE(replay.peak_bytes, plan.baseline_peak_bytes);
+}
+
+TEST(StashCutTest, RecomputeOutputsIsValidated) {
+  for (const char* bad : {"recompute_outputs=0", "recompute_outputs=4",
+                          "recompute_outputs=two"}) {
+    SCOPED_TRACE(bad);
+    absl::StatusOr<Graph> graph =
+        ParseTextGraph(absl::StrFormat(kBatchNormGraph, bad));
+    EXPECT_EQ(graph.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(graph.status().message(),
+                ::testing::HasSubstr("op 'bn': attribute recompute_outputs"));
+  }
 }
 
 }  // namespace

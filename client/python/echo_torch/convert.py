@@ -385,6 +385,12 @@ def convert(joint: JointGraph) -> ConvertedGraph:
         if fl is not None:
             op.flops = fl
         op.recomputable = not ops.is_random(node.target) and not written
+        substitute = ops.recompute_substitute(node.target)
+        if substitute is not None:
+            # Re-run without the outputs the original run already returned
+            # (a batch norm's running statistics): the planner may then
+            # recompute it (graph.h, kRecomputeOutputsAttribute).
+            op.attributes["recompute_outputs"] = str(substitute.outputs)
         op_protos.append(op)
 
     op_index = {info.node.name: i for i, info in enumerate(op_infos)}
