@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cmath>
 #include <deque>
-#include <map>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -12,6 +11,7 @@
 #include "planner/batch.h"
 #include "planner/byte_size.h"
 #include "planner/memory_simulator.h"
+#include "planner/recompute/batch_bracket.h"
 #include "planner/recompute/plan_report.h"
 #include "planner/recompute/recompute_planner.h"
 #include "planner/status_macros.h"
@@ -21,6 +21,9 @@ namespace {
 
 // As the planner's budget check: a plan spending exactly the budget fits.
 constexpr double kBudgetSlack = 1e-9;
+// AUTO ranges wider than this many candidates start from a guess (one
+// plan and a few replays) rather than by bisection (one plan per halving).
+constexpr int64_t kGuessMinRange = 8;
 
 absl::Status ValidateMaxBatch(const MaxBatchOptions& options, double ratio) {
   if (options.min_batch < 1) {
@@ -51,110 +54,12 @@ absl::Status ValidateMaxBatch(const MaxBatchOptions& options, double ratio) {
   return ValidateMemoryModelOptions(options.memory);
 }
 
-// One candidate batch, evaluated.
-struct Probe {
-  bool fits = false;
-  int64_t peak_bytes = 0;
-  double overhead_ratio = 0;
-};
-
-// Candidates are k * multiple_of for k in [lo, hi]. Given that `fits(lo)`
-// holds, the largest k with fits(k) under monotonicity: gallop up from lo,
-// then narrow the bracket (good, bad). Peaks grow about linearly with the
-// batch, so a step interpolates where the peak crosses `usable` when the
-// bracket's peaks straddle it, then checks the neighbour on the other side
-// (k + 1 after a fit, k - 1 after a miss), then bisects once: at most three
-// times bisection's probes, one or two when peaks are linear. The probes
-// are memoized in `seen`.
-class MonotoneSearch {
- public:
-  using Eval = std::function<absl::StatusOr<Probe>(int64_t k)>;
-  MonotoneSearch(Eval eval, int64_t usable, const Interrupt& interrupted)
-      : eval_(std::move(eval)), usable_(usable), interrupted_(interrupted) {}
-
-  absl::StatusOr<Probe> At(int64_t k) {
-    if (auto it = seen_.find(k); it != seen_.end()) return it->second;
-    if (interrupted_) RETURN_IF_ERROR(interrupted_());
-    ASSIGN_OR_RETURN(Probe probe, eval_(k));
-    seen_.emplace(k, probe);
-    return probe;
-  }
-
-  // The largest k in [lo, hi] that fits, given that lo does. `gallop`:
-  // probe lo + 1, 2, 4, ... first (when hi is a loose bound).
-  absl::StatusOr<int64_t> Largest(int64_t lo, int64_t hi, bool gallop) {
-    int64_t good = lo;
-    int64_t bad = hi + 1;
-    for (int64_t step = 1; gallop && good < hi;) {
-      const int64_t k = std::min(hi, good + step);
-      ASSIGN_OR_RETURN(const Probe probe, At(k));
-      if (!probe.fits) {
-        bad = k;
-        break;
-      }
-      good = k;
-      step = step > hi ? hi : step * 2;
-    }
-    // Steps cycle: interpolate, check the neighbour, bisect (which halves
-    // the bracket), so that at most three probes go by per halving.
-    enum class Step { kInterpolate, kNeighbour, kBisect };
-    Step step = Step::kInterpolate;
-    int64_t last = good;
-    bool last_fit = true;
-    while (bad - good > 1) {
-      int64_t k = good + (bad - good) / 2;
-      Step next = Step::kInterpolate;
-      if (step == Step::kInterpolate) {
-        if (std::optional<int64_t> estimate = Interpolate(good, bad)) {
-          k = *estimate;
-          next = Step::kNeighbour;
-        }
-      } else if (step == Step::kNeighbour) {
-        k = last_fit ? last + 1 : last - 1;  // inside (good, bad)
-        next = Step::kBisect;
-      }
-      ASSIGN_OR_RETURN(const Probe probe, At(k));
-      (probe.fits ? good : bad) = k;
-      last = k;
-      last_fit = probe.fits;
-      step = next;
-    }
-    return good;
-  }
-
-  const std::map<int64_t, Probe>& seen() const { return seen_; }
-
- private:
-  // Where the line through the bracket's peaks crosses usable_, strictly
-  // inside (good, bad); none when the peaks do not straddle it (e.g. a plan
-  // that misses on its overhead, not its peak).
-  std::optional<int64_t> Interpolate(int64_t good, int64_t bad) const {
-    auto g = seen_.find(good);
-    auto b = seen_.find(bad);
-    if (g == seen_.end() || b == seen_.end()) return std::nullopt;
-    const double low = static_cast<double>(g->second.peak_bytes);
-    const double high = static_cast<double>(b->second.peak_bytes);
-    const double target = static_cast<double>(usable_);
-    if (!(low <= target && target < high)) return std::nullopt;
-    const double k =
-        static_cast<double>(good) +
-        (target - low) / (high - low) * static_cast<double>(bad - good);
-    return std::clamp<int64_t>(static_cast<int64_t>(std::floor(k)), good + 1,
-                               bad - 1);
-  }
-
-  Eval eval_;
-  int64_t usable_;
-  const Interrupt& interrupted_;
-  std::map<int64_t, Probe> seen_;
-};
-
-BatchFit ToBatchFit(const MonotoneSearch& search, std::optional<int64_t> k,
+BatchFit ToBatchFit(const BatchBracketSearch& search, std::optional<int64_t> k,
                     int64_t multiple_of) {
   BatchFit fit;
   if (!k.has_value()) return fit;
-  const std::map<int64_t, Probe>& seen = search.seen();
-  const Probe& probe = seen.at(*k);
+  const BatchProbes& seen = search.seen();
+  const BatchProbe& probe = seen.at(*k);
   fit.found = true;
   fit.batch = *k * multiple_of;
   fit.peak_bytes = probe.peak_bytes;
@@ -195,26 +100,62 @@ absl::StatusOr<MaxBatchResult> FindMaxBatchSize(
     if (absl::IsResourceExhausted(at.status())) return nullptr;
     return at;
   };
-  MonotoneSearch plain(
-      [&](int64_t k) -> absl::StatusOr<Probe> {
+  BatchBracketSearch plain(
+      [&](int64_t k) -> absl::StatusOr<BatchProbe> {
         ASSIGN_OR_RETURN(const Graph* g, scaled(k));
-        Probe probe;
+        BatchProbe probe;
         if (g == nullptr) return probe;
         ++result.plans_evaluated;
         probe.peak_bytes = SimulatePlain(*g, options.memory).peak_bytes;
         probe.fits = probe.peak_bytes <= usable;
         return probe;
       },
-      usable, options.interrupted);
-  MonotoneSearch with_recompute(
-      [&](int64_t k) -> absl::StatusOr<Probe> {
+      PeakCrossing(usable), options.interrupted);
+  // No schedule fits above the largest batch whose lower bound fits (cheap
+  // and monotone): it bounds AUTO's search.
+  BatchBracketSearch bound(
+      [&](int64_t k) -> absl::StatusOr<BatchProbe> {
         ASSIGN_OR_RETURN(const Graph* g, scaled(k));
-        Probe probe;
+        BatchProbe probe;
+        if (g == nullptr) return probe;
+        probe.peak_bytes = PeakLowerBound(*g, options.memory);
+        probe.fits = probe.peak_bytes <= usable;
+        return probe;
+      },
+      PeakCrossing(usable), options.interrupted);
+
+  std::optional<int64_t> plain_k;
+  ASSIGN_OR_RETURN(const BatchProbe first, plain.At(lo));
+  if (first.fits) {
+    ASSIGN_OR_RETURN(plain_k, plain.Largest(lo, hi, /*gallop=*/true));
+  }
+  // Where the plain peak crosses the usable memory (fractional, in
+  // candidates): AUTO's extra compute starts there.
+  double zero_batch = static_cast<double>(lo);
+  if (plain_k.has_value()) {
+    zero_batch = static_cast<double>(*plain_k);
+    const BatchProbes& seen = plain.seen();
+    if (auto above = seen.find(*plain_k + 1); above != seen.end()) {
+      const double low = static_cast<double>(seen.at(*plain_k).peak_bytes);
+      const double high = static_cast<double>(above->second.peak_bytes);
+      if (high > low)
+        zero_batch += (static_cast<double>(usable) - low) / (high - low);
+    }
+  }
+
+  // "Fits with recomputation" at a candidate, as CheckFit answers it: the
+  // plain schedule where it fits (no plan), else an AUTO plan under the
+  // usable memory within the budget.
+  BatchBracketSearch with_recompute(
+      [&](int64_t k) -> absl::StatusOr<BatchProbe> {
+        if (plain_k.has_value() && k <= *plain_k) return plain.At(k);
+        ASSIGN_OR_RETURN(const Graph* g, scaled(k));
+        BatchProbe probe;
         if (g == nullptr) return probe;
         // No schedule goes below the bound: skip planning.
-        const int64_t bound = PeakLowerBound(*g, options.memory);
-        if (bound > usable) {
-          probe.peak_bytes = bound;
+        const int64_t lower_bound = PeakLowerBound(*g, options.memory);
+        if (lower_bound > usable) {
+          probe.peak_bytes = lower_bound;
           return probe;
         }
         ASSIGN_OR_RETURN(const std::vector<double> costs, op_costs(*g));
@@ -232,27 +173,50 @@ absl::StatusOr<MaxBatchResult> FindMaxBatchSize(
             plan.recompute_overhead_ratio <= ratio * (1 + kBudgetSlack);
         return probe;
       },
-      usable, options.interrupted);
+      OverheadCrossing(usable, ratio, zero_batch), options.interrupted);
 
-  // No schedule fits above the largest batch whose lower bound fits (cheap
-  // and monotone): it bounds AUTO's bisection.
-  MonotoneSearch bound(
-      [&](int64_t k) -> absl::StatusOr<Probe> {
-        ASSIGN_OR_RETURN(const Graph* g, scaled(k));
-        Probe probe;
-        if (g == nullptr) return probe;
-        probe.peak_bytes = PeakLowerBound(*g, options.memory);
-        probe.fits = probe.peak_bytes <= usable;
-        return probe;
-      },
-      usable, options.interrupted);
+  // A first guess for AUTO's answer: the largest candidate at which AUTO's
+  // lowest-peak plan within the overhead budget fits. That plan hardly
+  // changes with the batch (its ops scale together: on ResNet50 the plans
+  // at batches 256, 300 and 368 all fit up to 350), so it is planned once,
+  // just above the plain answer, and replayed at other batches (~100x
+  // cheaper than planning). AUTO under the memory limit fits there or a
+  // little above (ResNet50 368, MobileNet 853 over 828).
+  auto guess = [&](int64_t auto_lo,
+                   int64_t bound_k) -> absl::StatusOr<std::optional<int64_t>> {
+    if (bound_k - auto_lo <= kGuessMinRange || !std::isfinite(ratio)) {
+      return std::nullopt;
+    }
+    ASSIGN_OR_RETURN(const Graph* g, scaled(auto_lo + 1));
+    if (g == nullptr) return std::nullopt;
+    ASSIGN_OR_RETURN(const std::vector<double> costs, op_costs(*g));
+    RecomputePlanOptions plan_options;
+    plan_options.memory = options.memory;
+    plan_options.interrupted = options.interrupted;
+    plan_options.max_overhead_ratio = ratio;
+    ASSIGN_OR_RETURN(const RecomputePlan plan,
+                     GenerateRecomputePlan(*g, costs, plan_options));
+    ++result.plans_evaluated;
+    BatchBracketSearch replays(
+        [&](int64_t k) -> absl::StatusOr<BatchProbe> {
+          ASSIGN_OR_RETURN(const Graph* at, scaled(k));
+          BatchProbe probe;
+          if (at == nullptr) return probe;
+          ASSIGN_OR_RETURN(const SimulationResult replay,
+                           ReplaySchedule(*at, plan.schedule, options.memory));
+          probe.peak_bytes = replay.peak_bytes;
+          probe.fits = probe.peak_bytes <= usable;
+          return probe;
+        },
+        PeakCrossing(usable), options.interrupted);
+    ASSIGN_OR_RETURN(const BatchProbe first, replays.At(auto_lo));
+    if (!first.fits) return std::nullopt;
+    ASSIGN_OR_RETURN(const int64_t largest,
+                     replays.Largest(auto_lo, bound_k, /*gallop=*/false));
+    return largest;
+  };
 
-  std::optional<int64_t> plain_k;
-  ASSIGN_OR_RETURN(const Probe first, plain.At(lo));
-  if (first.fits) {
-    ASSIGN_OR_RETURN(plain_k, plain.Largest(lo, hi, /*gallop=*/true));
-  }
-  ASSIGN_OR_RETURN(const Probe bound_first, bound.At(lo));
+  ASSIGN_OR_RETURN(const BatchProbe bound_first, bound.At(lo));
   std::optional<int64_t> auto_k;
   if (bound_first.fits) {
     ASSIGN_OR_RETURN(const int64_t bound_k,
@@ -260,10 +224,12 @@ absl::StatusOr<MaxBatchResult> FindMaxBatchSize(
     // Where the plain schedule fits, so does AUTO at no extra compute:
     // search above the plain answer.
     const int64_t auto_lo = plain_k.value_or(lo);
-    ASSIGN_OR_RETURN(const Probe auto_first, with_recompute.At(auto_lo));
+    ASSIGN_OR_RETURN(const BatchProbe auto_first, with_recompute.At(auto_lo));
     if (auto_first.fits) {
+      ASSIGN_OR_RETURN(const std::optional<int64_t> first,
+                       guess(auto_lo, bound_k));
       ASSIGN_OR_RETURN(auto_k, with_recompute.Largest(auto_lo, bound_k,
-                                                      /*gallop=*/false));
+                                                      /*gallop=*/false, first));
     }
   }
   result.without_recompute = ToBatchFit(plain, plain_k, m);

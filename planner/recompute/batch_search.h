@@ -4,17 +4,24 @@
 //
 // FindMaxBatchSize searches over candidate batches k * multiple_of in
 // [min_batch, max_batch]: galloping (1, 2, 4, ... steps) from the smallest
-// candidate, then bisection. Without recomputation the predicate "plain peak
-// <= usable memory" is monotone (every size and workspace grows with the
-// batch), so the answer is exact. With recomputation the predicate is "an
-// AUTO plan under the usable memory (as CheckFit plans it) costs <= the
+// candidate, then a bracket narrowed by estimates of where the predicate
+// flips, with bisection as the fallback (batch_bracket.h). Without
+// recomputation the predicate "plain peak <= usable memory" is monotone
+// (every size and workspace grows with the batch), so the answer is exact.
+// With recomputation the predicate is CheckFit's: the plain schedule where
+// it fits (no plan), else "an AUTO plan under the usable memory costs <= the
 // overhead budget". Its necessary condition, PeakLowerBound <= usable, is
 // monotone, and the schedule of a plan at batch B+1 replayed at batch B has
 // a peak no larger and extra compute no larger (op costs scale with the
 // batch), so the best plan is monotone up to the ratio's denominator (ops
 // that do not scale, e.g. optimizer steps, weigh more at small batches).
-// AUTO is a heuristic: the answer is the largest batch for which the search
-// found a fitting plan; each reported point is a real plan, and the unit
+// AUTO plans are the search's cost (each ~100x a replay), so over a wide
+// range it starts at a guess, where the lowest-peak AUTO plan within the
+// overhead budget (planned once; it hardly changes with the batch) stops
+// fitting when replayed, then steps by where the extra compute crosses the
+// budget. AUTO is a heuristic: the answer is the largest batch for which
+// the search found a fitting plan (the next candidate's plan does not fit,
+// or no schedule can); each reported point is a real plan, and the unit
 // tests check the search against a scan of every batch on small graphs.
 //
 // MemoryFrontier runs AUTO at a sweep of memory limits from the plain peak

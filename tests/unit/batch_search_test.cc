@@ -1,6 +1,6 @@
 // FindMaxBatchSize and ComputeMemoryFrontier on small graphs: exact answers
 // (by hand, and against a scan of every batch), the frontier's Pareto order
-// and reproducibility, and the errors.
+// and reproducibility, and the errors; the bracket search's estimates.
 #include "planner/recompute/batch_search.h"
 
 #include <string>
@@ -9,6 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "planner/batch.h"
+#include "planner/recompute/batch_bracket.h"
 #include "planner/recompute/fit_check.h"
 #include "planner/recompute/recompute_planner.h"
 #include "test_util.h"
@@ -120,6 +121,63 @@ TEST(BatchSearchTest, MatchesAScanOfEveryBatch) {
     }
   }
   EXPECT_GT(recompute_wins, 0);  // the test exercises recomputation
+}
+
+// Peaks linear in the batch: one bisection (no peak above is known yet),
+// then the crossing and its neighbour.
+TEST(BatchBracketTest, LinearPeaksNeedTwoProbesOnceBracketed) {
+  int evaluations = 0;
+  const Interrupt none;
+  BatchBracketSearch search(
+      [&](int64_t k) -> absl::StatusOr<BatchProbe> {
+        ++evaluations;
+        BatchProbe probe;
+        probe.peak_bytes = 1000 + 100 * k;
+        probe.fits = probe.peak_bytes <= 50050;
+        return probe;
+      },
+      PeakCrossing(50050), none);
+  ASSERT_OK_AND_ASSIGN(const BatchProbe first, search.At(1));
+  ASSERT_TRUE(first.fits);
+  ASSERT_OK_AND_ASSIGN(const int64_t largest,
+                       search.Largest(1, 1000, /*gallop=*/false));
+  EXPECT_EQ(largest, 490);
+  EXPECT_EQ(evaluations, 4);  // 1, 500, 490, 491
+}
+
+TEST(BatchBracketTest, OverheadCrossingInterpolatesAndExtrapolates) {
+  const BatchEstimate estimate =
+      OverheadCrossing(/*usable=*/1000, /*ratio=*/0.05, /*zero_batch=*/9.5);
+  auto probe = [](bool fits, int64_t peak, double ratio) {
+    BatchProbe p;
+    p.fits = fits;
+    p.peak_bytes = peak;
+    p.overhead_ratio = ratio;
+    return p;
+  };
+  // A plain-schedule probe and nothing above: its neighbour.
+  EXPECT_EQ(estimate(9, 100, {{9, probe(true, 900, 0)}}), 10);
+  // From the plain answer's crossing (9.5, 0) through (12, 0.02): 15.75.
+  EXPECT_EQ(estimate(12, 100,
+                     {{9, probe(true, 900, 0)}, {12, probe(true, 990, 0.02)}}),
+            15);
+  // Between a fit and a miss on overhead (the memory fits): 10 + 0.75 * 10.
+  EXPECT_EQ(
+      estimate(10, 20,
+               {{10, probe(true, 990, 0.02)}, {20, probe(false, 995, 0.06)}}),
+      17);
+  // A miss on memory says nothing of the overhead: extrapolate, unless the
+  // line reaches the miss (then bisect rather than creep down from it).
+  EXPECT_EQ(estimate(12, 20,
+                     {{9, probe(true, 900, 0)},
+                      {12, probe(true, 990, 0.02)},
+                      {20, probe(false, 2000, 0.07)}}),
+            15);
+  EXPECT_EQ(estimate(12, 14,
+                     {{9, probe(true, 900, 0)},
+                      {12, probe(true, 990, 0.02)},
+                      {14, probe(false, 2000, 0.07)}}),
+            std::nullopt);
 }
 
 TEST(BatchSearchTest, BadRangesAreNamed) {
