@@ -7,6 +7,8 @@
 #include <optional>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
+
 namespace echo::planner {
 namespace {
 
@@ -183,6 +185,30 @@ class StashNetwork {
   int64_t plain_stash_bytes() const { return plain_stash_bytes_; }
   double eligible_cost() const { return eligible_cost_; }
 
+  // Per tensor, whether the model stashes it under `remat`.
+  std::vector<uint8_t> Stashed(const RematSet& remat) const {
+    std::vector<uint8_t> needed = needed_;
+    for (OpIndex o = 0; o < graph_.num_ops(); ++o) {
+      if (op_node_[o] < 0 || !remat[o]) continue;
+      for (TensorIndex t : graph_.op(o).inputs) needed[t] = 1;
+    }
+    std::vector<uint8_t> stashed(graph_.num_tensors(), 0);
+    for (TensorIndex t = 0; t < graph_.num_tensors(); ++t) {
+      stashed[t] = tensor_node_[t] >= 0 && needed[t] && !ReMadeBy(remat, t);
+    }
+    return stashed;
+  }
+
+  // Whether `remat` re-runs t's producer and that re-makes t in the
+  // backward.
+  bool ReMadeBy(const RematSet& remat, TensorIndex t) const {
+    const OpIndex producer = graph_.tensor(t).producer;
+    return producer != kNoOp && op_node_[producer] >= 0 && remat[producer] &&
+           !pinned_[t] && graph_.RemadeOnRecompute(t);
+  }
+  bool modelled(TensorIndex t) const { return tensor_node_[t] >= 0; }
+  bool modelled_op(OpIndex o) const { return op_node_[o] >= 0; }
+
   Cut Solve(double lambda) const {
     constexpr int32_t kSource = 0, kSink = 1;
     MaxFlow flow(num_nodes_);
@@ -191,7 +217,7 @@ class StashNetwork {
       if (node < 0) continue;
       if (needed_[t]) flow.AddEdge(node, kSink, kInfinite);
       const int32_t producer = op_node_[graph_.tensor(t).producer];
-      // Stashing t pays its bytes when its producer stays in the forward.
+      // Stashing t pays its bytes unless its producer re-runs and re-makes it.
       const bool remade =
           producer >= 0 && !pinned_[t] && graph_.RemadeOnRecompute(t);
       flow.AddEdge(remade ? producer : kSource, node,
@@ -219,9 +245,7 @@ class StashNetwork {
     }
     for (TensorIndex t = 0; t < graph_.num_tensors(); ++t) {
       const int32_t node = tensor_node_[t];
-      if (node < 0 || !sink_side[node]) continue;
-      const OpIndex producer = graph_.tensor(t).producer;
-      if (pinned_[t] || !cut.remat[producer] || !graph_.RemadeOnRecompute(t)) {
+      if (node >= 0 && sink_side[node] && !ReMadeBy(cut.remat, t)) {
         cut.stash_bytes += problem_.tensor_bytes[t];
       }
     }
@@ -247,6 +271,95 @@ class StashNetwork {
   int64_t plain_stash_bytes_ = 0;
   double eligible_cost_ = 0;
 };
+
+// Parametric cuts are nested: the next dearer cut adds to the best one
+// within the budget groups of ops that share no modelled tensor, so each
+// changes the stash on its own (all at about the same bytes per cost, the
+// breakpoint's lambda). A greedy knapsack over the groups spends the budget
+// the breakpoint left; returns `within` plus the groups taken.
+RematSet FillTowards(const RematProblem& problem, const StashNetwork& network,
+                     const RematSet& within, const RematSet& over,
+                     double budget) {
+  const Graph& graph = problem.graph;
+  std::vector<OpIndex> parent(graph.num_ops());
+  for (OpIndex o = 0; o < graph.num_ops(); ++o) parent[o] = o;
+  auto find = [&](OpIndex o) {
+    while (parent[o] != o) o = parent[o] = parent[parent[o]];
+    return o;
+  };
+  auto added = [&](OpIndex o) {
+    return o != kNoOp && network.modelled_op(o) && over[o] && !within[o];
+  };
+  for (TensorIndex t = 0; t < graph.num_tensors(); ++t) {
+    if (!network.modelled(t)) continue;
+    const OpIndex producer = graph.tensor(t).producer;
+    OpIndex first = added(producer) ? producer : kNoOp;
+    for (OpIndex r : graph.tensor(t).readers) {
+      if (!added(r)) continue;
+      if (first == kNoOp) {
+        first = r;
+      } else {
+        parent[find(r)] = find(first);
+      }
+    }
+  }
+  struct Group {
+    std::vector<OpIndex> ops;
+    double cost = 0;
+    int64_t delta_bytes = 0;  // stash change when added alone
+  };
+  absl::flat_hash_map<OpIndex, Group> groups;
+  for (OpIndex o = 0; o < graph.num_ops(); ++o) {
+    if (!added(o)) continue;
+    Group& group = groups[find(o)];
+    group.ops.push_back(o);
+    group.cost += problem.op_costs[o];
+  }
+  const std::vector<uint8_t> stashed = network.Stashed(within);
+  RematSet with_group = within;
+  std::vector<uint8_t> counted(graph.num_tensors(), 0);
+  std::vector<Group> ranked;
+  for (auto& [root, group] : groups) {
+    for (OpIndex o : group.ops) with_group[o] = 1;
+    for (OpIndex o : group.ops) {
+      for (TensorIndex t : graph.op(o).outputs) {
+        if (stashed[t] && network.ReMadeBy(with_group, t)) {
+          group.delta_bytes -= problem.tensor_bytes[t];
+        }
+      }
+      // Inputs the backward now needs and nothing re-makes.
+      for (TensorIndex t : graph.op(o).inputs) {
+        if (!network.modelled(t) || stashed[t] || counted[t]) continue;
+        counted[t] = 1;
+        if (!network.ReMadeBy(with_group, t)) {
+          group.delta_bytes += problem.tensor_bytes[t];
+        }
+      }
+    }
+    for (OpIndex o : group.ops) {
+      with_group[o] = within[o];
+      for (TensorIndex t : graph.op(o).inputs) counted[t] = 0;
+    }
+    if (group.delta_bytes < 0) ranked.push_back(std::move(group));
+  }
+  // Most bytes per cost first, then the cheapest.
+  std::sort(ranked.begin(), ranked.end(), [](const Group& a, const Group& b) {
+    const double ra = static_cast<double>(-a.delta_bytes) * b.cost;
+    const double rb = static_cast<double>(-b.delta_bytes) * a.cost;
+    return ra != rb ? ra > rb : a.cost < b.cost;
+  });
+  RematSet filled = within;
+  double cost = 0;
+  for (OpIndex o = 0; o < graph.num_ops(); ++o) {
+    if (within[o] && network.modelled_op(o)) cost += problem.op_costs[o];
+  }
+  for (const Group& group : ranked) {
+    if (cost + group.cost > budget) continue;
+    cost += group.cost;
+    for (OpIndex o : group.ops) filled[o] = 1;
+  }
+  return filled;
+}
 
 }  // namespace
 
@@ -301,11 +414,18 @@ absl::StatusOr<StashCutPlans> StashCutsWithinBudget(
   }
   result.lower_bound_bytes =
       std::min(result.lower_bound_bytes, result.plain_stash_bytes);
-  for (const std::optional<Cut>* cut : {&within, &over}) {
-    if (!cut->has_value()) continue;
-    const RematSet& remat = (*cut)->remat;
-    if (std::find(remat.begin(), remat.end(), 1) != remat.end()) {
-      result.plans.push_back(remat);
+  std::vector<RematSet> plans;
+  if (within.has_value()) plans.push_back(within->remat);
+  if (within.has_value() && over.has_value()) {
+    plans.push_back(
+        FillTowards(problem, network, within->remat, over->remat, budget));
+  }
+  if (over.has_value()) plans.push_back(over->remat);
+  for (RematSet& remat : plans) {
+    if (std::find(remat.begin(), remat.end(), 1) != remat.end() &&
+        std::find(result.plans.begin(), result.plans.end(), remat) ==
+            result.plans.end()) {
+      result.plans.push_back(std::move(remat));
     }
   }
   return result;

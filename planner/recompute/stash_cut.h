@@ -6,7 +6,9 @@
 // paying lambda * cost. For a given lambda the cut is exact; a bisection on
 // lambda finds the cheapest-stash set within a cost budget, and every lambda
 // gives a Lagrangian bound: no plan within the budget stashes fewer than
-// min-cut(lambda) - lambda * budget bytes.
+// min-cut(lambda) - lambda * budget bytes. Between two cuts the budget falls
+// in, the ops the dearer one adds form independent groups, a knapsack of
+// which fills the budget.
 //
 // The model counts what RematState's stash counts (remat_state.h: tensors
 // made in the forward whose original instance is read from the first
@@ -28,8 +30,10 @@ namespace echo::planner {
 struct StashCutPlans {
   // The plain plan's stash in the model.
   int64_t plain_stash_bytes = 0;
-  // Remat sets, the fewest stashed bytes first: the best whose cost fits the
-  // budget, then the cheapest that does not (empty entries are left out).
+  // Remat sets: the cut with the fewest stashed bytes whose cost fits the
+  // budget; that cut plus the groups of ops the next dearer cut adds that
+  // still fit (a greedy knapsack); the cheapest cut that does not fit.
+  // Empty and repeated sets are left out.
   std::vector<RematSet> plans;
   // No plan whose recompute cost is within the budget stashes fewer bytes.
   int64_t lower_bound_bytes = 0;

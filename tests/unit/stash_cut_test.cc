@@ -95,6 +95,42 @@ TEST(StashCutTest, RecomputesChainsTogetherWithinTheBudget) {
   EXPECT_EQ(cuts.lower_bound_bytes, 601);
 }
 
+TEST(StashCutTest, FillsTheBudgetWithTheDearerCutsGroups) {
+  // Two copies of kChainGraph's f1 f2 f3 chain: each re-run pair saves 900
+  // for 2; the cuts jump from neither (cost 0) to both (cost 4) at the same
+  // lambda. Within 3 one pair fits: the fill takes it. (z keeps the
+  // forward's peak above the clones'.)
+  Fixture f(R"(
+    tensor x 10 input
+    op big fwd elementwise x -> z:5000 cost=1
+    op f1 fwd gemm x z -> a:100 cost=10
+    op f2 fwd elementwise a -> b:1000 cost=1
+    op f3 fwd elementwise b -> c:1000 cost=1
+    op g1 fwd gemm x -> d:100 cost=10
+    op g2 fwd elementwise d -> e:1000 cost=1
+    op g3 fwd elementwise e -> h:1000 cost=1
+    op loss fwd reduction c h -> l:1 cost=1 norecompute
+    op b3 bwd elementwise l c h -> gc:10 cost=1
+  )");
+  StashCutPlans cuts = f.Cuts(3);
+  EXPECT_EQ(cuts.plain_stash_bytes, 2001);  // c h l
+  ASSERT_EQ(cuts.plans.size(), 2u);
+  // No cut within 3 re-runs anything; the fill takes one pair (the first
+  // group found), the dearer cut both.
+  EXPECT_EQ(OpIds(f.graph, cuts.plans[0]).size(), 2u);
+  EXPECT_THAT(OpIds(f.graph, cuts.plans[1]),
+              ElementsAre("f2", "f3", "g2", "g3"));
+  // max over lambda of min(2001, 201 + 4 lambda) - 3 lambda = 651.
+  EXPECT_EQ(cuts.lower_bound_bytes, 651);
+  RecomputePlanOptions options;
+  options.objective = RecomputeObjective::kStashBytes;
+  options.max_overhead_ratio = 3.0 / 37;  // the ops cost 37 in all
+  const RecomputePlan plan =
+      testing::ValueOrFail(GenerateRecomputePlan(f.graph, f.costs, options));
+  EXPECT_EQ(plan.stash_bytes, 1101);  // a or d, the other pair's end, l
+  EXPECT_EQ(plan.recompute_cost, 2);
+}
+
 TEST(StashCutTest, BoundBeatsTheKnapsackWhereInputsMustStay) {
   // The knapsack thinks re-running f3 (cost 1) takes c's 1000 bytes out of
   // the stash and half of loss's byte with the rest: 51. The cut knows that
