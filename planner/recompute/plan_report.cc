@@ -139,8 +139,7 @@ int64_t StashBytes(const Graph& graph, const Schedule& schedule,
 }
 
 absl::StatusOr<int64_t> StashLowerBound(const RematProblem& problem,
-                                        double cost_budget,
-                                        bool backward_clones_only,
+                                        double cost_budget, bool with_cut,
                                         const Interrupt& interrupted) {
   const Graph& graph = problem.graph;
   const std::vector<double>& op_costs = problem.op_costs;
@@ -182,7 +181,7 @@ absl::StatusOr<int64_t> StashLowerBound(const RematProblem& problem,
   }
   const int64_t knapsack =
       std::max<int64_t>(0, stash - static_cast<int64_t>(removable));
-  if (!backward_clones_only) return knapsack;
+  if (!with_cut) return knapsack;
   ASSIGN_OR_RETURN(
       StashCutPlans cuts,
       StashCutsWithinBudget(problem, problem.can_clone, FirstBackwardOp(graph),

@@ -35,13 +35,12 @@ int64_t StashBytes(const Graph& graph, const Schedule& schedule,
 // taking a tensor out of the stash re-runs its producer at least once, so
 // the plain stash minus a fractional knapsack of producers (bytes of their
 // stashed outputs, weight their cost) bounds it from below. With
-// `backward_clones_only` (plans whose clones all run in the backward: every
-// policy but OPTIMAL), also the minimum cut's Lagrangian bound
-// (stash_cut.h), which knows that a re-run op needs its inputs; the higher
-// of the two.
+// `with_cut`, also the minimum cut's Lagrangian bound (stash_cut.h), which
+// knows that a re-run op needs its inputs; the higher of the two. The cut
+// bound holds for plans whose clones all run in the backward (every policy
+// but OPTIMAL, whose clones may run inside the forward).
 absl::StatusOr<int64_t> StashLowerBound(const RematProblem& problem,
-                                        double cost_budget,
-                                        bool backward_clones_only,
+                                        double cost_budget, bool with_cut,
                                         const Interrupt& interrupted);
 
 // Readable plans: drops the regions that save nothing at the peak (their

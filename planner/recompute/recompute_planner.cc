@@ -131,10 +131,12 @@ absl::StatusOr<RecomputePlan> GenerateRecomputePlan(
   SortRegionsBySaving(*plan);
   plan->peak_lower_bound_bytes = PeakLowerBound(graph, options.memory);
   if (!options.memory_limit_bytes.has_value()) {
+    // The cut's bound costs ~20 max-flows: only where the stash is the
+    // objective (AUTO only, whose plans there start from the same cut).
     ASSIGN_OR_RETURN(
         plan->stash_lower_bound_bytes,
         StashLowerBound(problem, input.cost_budget,
-                        options.policy != RecomputePolicy::kOptimal,
+                        options.objective == RecomputeObjective::kStashBytes,
                         options.interrupted));
   }
   plan->solver_status = output.solver_status;

@@ -42,7 +42,7 @@ struct StashCutPlans {
 // `first_backward_op`: the graph's first non-forward op (FirstBackwardOp).
 // `may_recompute`: per op, whether a plan may run it again (the problem's
 // `eligible` for AUTO's plans; `can_clone` for a bound on every remat plan).
-// Bisects lambda (at most ~30 max-flows on a graph of the forward's ops and
+// Bisects lambda (20 max-flows on a graph of the forward's ops and
 // tensors); checks `interrupted` between them.
 absl::StatusOr<StashCutPlans> StashCutsWithinBudget(
     const RematProblem& problem, const std::vector<uint8_t>& may_recompute,

@@ -116,7 +116,8 @@ TEST(RecomputePlanPropertyTest, RandomGraphs) {
       EXPECT_LE(stash.recompute_overhead_ratio, ratio + kSlack);
       EXPECT_EQ(stash.stash_bytes, StashBytes(graph, stash.schedule, memory));
       EXPECT_LE(stash.stash_bytes, baselines[0].stash_bytes);
-      EXPECT_EQ(stash.stash_lower_bound_bytes, plan.stash_lower_bound_bytes);
+      // The stash objective's bound adds the cut's to the knapsack's.
+      EXPECT_GE(stash.stash_lower_bound_bytes, plan.stash_lower_bound_bytes);
       EXPECT_LE(stash.stash_lower_bound_bytes, stash.stash_bytes);
       EXPECT_LE(plan.stash_lower_bound_bytes, plan.stash_bytes);
       // Its candidates include the peak objective's, ranked by stash.
