@@ -53,7 +53,7 @@ std::vector<std::vector<int32_t>> RegionSteps(const Graph& graph,
         }
       }
       for (TensorIndex t : graph.op(schedule[step].op).outputs) {
-        producer_step[t] = step;
+        if (graph.RemadeOnRecompute(t)) producer_step[t] = step;
       }
     }
     std::vector<int32_t> region_of_root(end - begin, kNone);

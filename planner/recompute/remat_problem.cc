@@ -140,7 +140,8 @@ int32_t RematChainDepth(const RematProblem& problem, const RematPlan& plan) {
     int32_t d = 0;
     for (TensorIndex t : graph.op(q).inputs) {
       const OpIndex p = graph.tensor(t).producer;
-      if (p != kNoOp) d = std::max(d, depth[p]);
+      // Outputs a clone does not make are read from the original run.
+      if (p != kNoOp && graph.RemadeOnRecompute(t)) d = std::max(d, depth[p]);
     }
     depth[q] = d + 1;
     deepest = std::max(deepest, depth[q]);

@@ -334,13 +334,15 @@ int32_t RematState::LongestChain(OpIndex q, int32_t cap,
   // from the far end. Neighbours: the producers of x's inputs (upward) or
   // the readers of its outputs (downward).
   const auto for_each_neighbor = [&](OpIndex x, const auto& visit) {
+    // (Outputs a clone does not make link nothing: read from the original.)
     if (toward_producers) {
       for (TensorIndex t : graph_.op(x).inputs) {
         const OpIndex p = graph_.tensor(t).producer;
-        if (p != kNoOp) visit(p);
+        if (p != kNoOp && graph_.RemadeOnRecompute(t)) visit(p);
       }
     } else {
       for (TensorIndex t : graph_.op(x).outputs) {
+        if (!graph_.RemadeOnRecompute(t)) continue;
         for (OpIndex r : graph_.tensor(t).readers) visit(r);
       }
     }

@@ -165,17 +165,15 @@ class StashNetwork {
     }
     num_nodes_ = next;
     needed_.assign(graph_.num_tensors(), 0);
-    pinned_.assign(graph_.num_tensors(), 0);
     double total_bytes = 0;
     for (TensorIndex t = 0; t < graph_.num_tensors(); ++t) {
       if (tensor_node_[t] < 0) continue;
-      for (OpIndex reader : graph_.tensor(t).readers) {
-        if (reader < first_backward_op) continue;
-        needed_[t] = 1;
-        // A forward op the backward overtook reads the original instance
-        // whatever the plan: recomputing the producer cannot spare it.
-        if (graph_.op(reader).phase == Phase::kForward) pinned_[t] = 1;
-      }
+      // Read from the first backward op on. (A forward op placed there
+      // may read the original or a clone, depending on the plan: the model
+      // assumes a clone, which can only understate the stash and keeps the
+      // bound valid.)
+      const std::vector<OpIndex>& readers = graph_.tensor(t).readers;
+      needed_[t] = !readers.empty() && readers.back() >= first_backward_op;
       if (needed_[t]) plain_stash_bytes_ += problem.tensor_bytes[t];
       total_bytes += static_cast<double>(problem.tensor_bytes[t]);
     }
@@ -204,7 +202,7 @@ class StashNetwork {
   bool ReMadeBy(const RematSet& remat, TensorIndex t) const {
     const OpIndex producer = graph_.tensor(t).producer;
     return producer != kNoOp && op_node_[producer] >= 0 && remat[producer] &&
-           !pinned_[t] && graph_.RemadeOnRecompute(t);
+           graph_.RemadeOnRecompute(t);
   }
   bool modelled(TensorIndex t) const { return tensor_node_[t] >= 0; }
   bool modelled_op(OpIndex o) const { return op_node_[o] >= 0; }
@@ -218,8 +216,7 @@ class StashNetwork {
       if (needed_[t]) flow.AddEdge(node, kSink, kInfinite);
       const int32_t producer = op_node_[graph_.tensor(t).producer];
       // Stashing t pays its bytes unless its producer re-runs and re-makes it.
-      const bool remade =
-          producer >= 0 && !pinned_[t] && graph_.RemadeOnRecompute(t);
+      const bool remade = producer >= 0 && graph_.RemadeOnRecompute(t);
       flow.AddEdge(remade ? producer : kSource, node,
                    Capacity(static_cast<double>(problem_.tensor_bytes[t])));
     }
@@ -267,7 +264,6 @@ class StashNetwork {
   std::vector<int32_t> op_node_;
   std::vector<int32_t> tensor_node_;
   std::vector<uint8_t> needed_;
-  std::vector<uint8_t> pinned_;
   int64_t plain_stash_bytes_ = 0;
   double eligible_cost_ = 0;
 };
@@ -371,12 +367,13 @@ absl::StatusOr<StashCutPlans> StashCutsWithinBudget(
   const StashNetwork network(problem, may_recompute, first_backward_op);
   result.plain_stash_bytes = network.plain_stash_bytes();
   result.lower_bound_bytes = 0;
-  if (result.plain_stash_bytes == 0 || network.eligible_cost() <= 0) {
-    result.lower_bound_bytes = result.plain_stash_bytes;
-    return result;
-  }
-  const double lambda0 =
-      static_cast<double>(result.plain_stash_bytes) / network.eligible_cost();
+  if (result.plain_stash_bytes == 0) return result;
+  // Free recomputation (every eligible op costs 0): any lambda gives the
+  // same, exact cut.
+  const double lambda0 = network.eligible_cost() > 0
+                             ? static_cast<double>(result.plain_stash_bytes) /
+                                   network.eligible_cost()
+                             : 1.0;
   std::optional<Cut> within, over;
   auto solve = [&](double log_lambda) -> absl::StatusOr<Cut> {
     if (interrupted) {
@@ -390,7 +387,8 @@ absl::StatusOr<StashCutPlans> StashCutsWithinBudget(
     const double bound = cut.value - lambda * std::max(budget, 0.0);
     if (bound > static_cast<double>(result.lower_bound_bytes)) {
       // Stashes are whole bytes.
-      result.lower_bound_bytes = static_cast<int64_t>(std::ceil(bound - 1e-6));
+      result.lower_bound_bytes = static_cast<int64_t>(
+          std::ceil(bound - 1e-9 * std::max(1.0, std::abs(cut.value))));
     }
     if (cut.cost <= budget) {
       if (!within || cut.stash_bytes < within->stash_bytes) within = cut;

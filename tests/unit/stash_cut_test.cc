@@ -161,6 +161,42 @@ TEST(StashCutTest, AutoStashObjectiveStartsFromTheCut) {
   EXPECT_LE(plan.planned_peak_bytes, plan.baseline_peak_bytes);
 }
 
+TEST(StashCutTest, BoundHoldsWhenAForwardOpFollowsTheFirstBackwardOp) {
+  // f2 (forward) runs after b1: with f0 re-run before b1, f2 reads t's
+  // clone too, so {f0} stashes only l and z (11 bytes) for cost 1. The bound
+  // must not count t as stashed whatever the plan.
+  Fixture f(R"(
+    tensor x 10 input
+    op f0 fwd elementwise x -> t:1000 cost=1
+    op loss fwd reduction t -> l:1 cost=1
+    op b1 bwd elementwise l t -> g:10 cost=1
+    op f2 fwd elementwise t -> z:10 cost=1
+    op b2 bwd elementwise g z -> gz:10 cost=1
+  )");
+  RecomputePlanOptions options;
+  options.objective = RecomputeObjective::kStashBytes;
+  options.max_overhead_ratio = 0.2;
+  const RecomputePlan plan =
+      testing::ValueOrFail(GenerateRecomputePlan(f.graph, f.costs, options));
+  EXPECT_EQ(Render(f.graph, plan.schedule), "f0 loss (f0) b1 f2 b2");
+  EXPECT_EQ(plan.stash_bytes, 11);
+  EXPECT_LE(plan.stash_lower_bound_bytes, 11);
+}
+
+TEST(StashCutTest, FreeRecomputationGivesAnExactCut) {
+  // f0 costs nothing: re-running it leaves only l (1 byte).
+  Fixture f(R"(
+    tensor x 10 input
+    op f0 fwd elementwise x -> t:1000 cost=0
+    op f1 fwd random t -> l:1 cost=1 norecompute
+    op b1 bwd elementwise l t -> g:10 cost=1
+  )");
+  StashCutPlans cuts = f.Cuts(0.1);
+  ASSERT_EQ(cuts.plans.size(), 1u);
+  EXPECT_THAT(OpIds(f.graph, cuts.plans[0]), ElementsAre("f0"));
+  EXPECT_EQ(cuts.lower_bound_bytes, 1);
+}
+
 TEST(StashCutTest, NothingToCutWithoutABackward) {
   Fixture f(R"(
     tensor x 10 input

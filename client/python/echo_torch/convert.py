@@ -389,8 +389,13 @@ def convert(joint: JointGraph) -> ConvertedGraph:
         if substitute is not None:
             # Re-run without the outputs the original run already returned
             # (a batch norm's running statistics): the planner may then
-            # recompute it (graph.h, kRecomputeOutputsAttribute).
-            op.attributes["recompute_outputs"] = str(substitute.outputs)
+            # recompute it (graph.h, kRecomputeOutputsAttribute). Counted in
+            # output_ids, which leave out the outputs nobody reads.
+            remade = sum(t is not None for t in outputs[:substitute.outputs])
+            if remade:
+                op.attributes["recompute_outputs"] = str(remade)
+            else:
+                op.recomputable = False
         op_protos.append(op)
 
     op_index = {info.node.name: i for i, info in enumerate(op_infos)}
