@@ -109,12 +109,6 @@ absl::StatusOr<Evaluated> RunAuto(const PassInput& input) {
   if (depth == 0) {
     depth = kDefaultMaxRecomputeDepth;
     for (const RematPlan& seed : seeds) {
-      // A seed beyond the overhead budget (the dearer cut) is cut down to
-      // it: it must not deepen every other candidate's chains.
-      if (!options.memory_limit_bytes.has_value() &&
-          RematCost(problem, seed) > input.cost_budget) {
-        continue;
-      }
       depth = std::max(depth, RematChainDepth(problem, seed));
     }
   }
