@@ -136,7 +136,8 @@ absl::StatusOr<RematSet> EchoRecompute::Run(const RematProblem& problem) {
       ++stamp;
       for (OpIndex o : group) {
         for (TensorIndex t : graph.op(o).outputs) {
-          allocated += problem.tensor_bytes[t];
+          // A clone makes only the outputs it re-makes (recompute_outputs).
+          if (graph.RemadeOnRecompute(t)) allocated += problem.tensor_bytes[t];
         }
         for (TensorIndex t : graph.DistinctInputs(o)) {
           if (!is_activation(t) || seen[t] == stamp) continue;
