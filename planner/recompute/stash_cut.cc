@@ -197,6 +197,15 @@ class StashNetwork {
     return stashed;
   }
 
+  int64_t StashBytesOf(const RematSet& remat) const {
+    const std::vector<uint8_t> stashed = Stashed(remat);
+    int64_t bytes = 0;
+    for (TensorIndex t = 0; t < graph_.num_tensors(); ++t) {
+      if (stashed[t]) bytes += problem_.tensor_bytes[t];
+    }
+    return bytes;
+  }
+
   // Whether `remat` re-runs t's producer and that re-makes t in the
   // backward.
   bool ReMadeBy(const RematSet& remat, TensorIndex t) const {
@@ -272,7 +281,8 @@ class StashNetwork {
 // within the budget groups of ops that share no modelled tensor, so each
 // changes the stash on its own (all at about the same bytes per cost, the
 // breakpoint's lambda). A greedy knapsack over the groups spends the budget
-// the breakpoint left; returns `within` plus the groups taken.
+// the breakpoint left, and a prefix or suffix of one more group what is
+// still left; returns `within` plus those.
 RematSet FillTowards(const RematProblem& problem, const StashNetwork& network,
                      const RematSet& within, const RematSet& over,
                      double budget) {
@@ -349,12 +359,41 @@ RematSet FillTowards(const RematProblem& problem, const StashNetwork& network,
   for (OpIndex o = 0; o < graph.num_ops(); ++o) {
     if (within[o] && network.modelled_op(o)) cost += problem.op_costs[o];
   }
+  std::vector<const Group*> left_out;
   for (const Group& group : ranked) {
-    if (cost + group.cost > budget) continue;
+    if (cost + group.cost > budget) {
+      left_out.push_back(&group);
+      continue;
+    }
     cost += group.cost;
     for (OpIndex o : group.ops) filled[o] = 1;
   }
-  return filled;
+  // A group too dear as a whole (e.g. an LSTM layer's steps, linked by
+  // their states) may pay in part: its longest prefix or suffix in schedule
+  // order that fits, whose boundary tensors the backward then needs. The
+  // best of those, by the model's stash, for the best few groups.
+  constexpr size_t kPartialGroups = 4;
+  int64_t best_stash = network.StashBytesOf(filled);
+  RematSet best = filled;
+  for (size_t g = 0; g < left_out.size() && g < kPartialGroups; ++g) {
+    const std::vector<OpIndex>& ops = left_out[g]->ops;  // ascending
+    for (bool from_front : {true, false}) {
+      RematSet trial = filled;
+      double trial_cost = cost;
+      for (size_t i = 0; i < ops.size(); ++i) {
+        const OpIndex o = from_front ? ops[i] : ops[ops.size() - 1 - i];
+        if (trial_cost + problem.op_costs[o] > budget) break;
+        trial_cost += problem.op_costs[o];
+        trial[o] = 1;
+      }
+      const int64_t stash = network.StashBytesOf(trial);
+      if (stash < best_stash) {
+        best_stash = stash;
+        best = std::move(trial);
+      }
+    }
+  }
+  return best;
 }
 
 }  // namespace

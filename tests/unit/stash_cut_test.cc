@@ -131,6 +131,27 @@ TEST(StashCutTest, FillsTheBudgetWithTheDearerCutsGroups) {
   EXPECT_EQ(plan.recompute_cost, 2);
 }
 
+TEST(StashCutTest, TakesAPrefixOfAGroupTooDearAsAWhole) {
+  // g1 g2 g3 enter the cut together (each saves 1000 per 1) and form one
+  // group, linked by u1 u2: within 2 the fill takes its prefix g1 g2, which
+  // leaves u3 and l.
+  Fixture f(R"(
+    tensor s0 10 input
+    op g1 fwd elementwise s0 -> u1:1000 cost=1
+    op g2 fwd elementwise u1 -> u2:1000 cost=1
+    op g3 fwd elementwise u2 -> u3:1000 cost=1
+    op loss fwd reduction u3 -> l:1 cost=1 norecompute
+    op b bwd elementwise l u1 u2 u3 -> gb:10 cost=1
+  )");
+  StashCutPlans cuts = f.Cuts(2);
+  EXPECT_EQ(cuts.plain_stash_bytes, 3001);
+  ASSERT_EQ(cuts.plans.size(), 2u);
+  EXPECT_THAT(OpIds(f.graph, cuts.plans[0]), ElementsAre("g1", "g2"));
+  EXPECT_THAT(OpIds(f.graph, cuts.plans[1]), ElementsAre("g1", "g2", "g3"));
+  // At lambda = 1000 per unit: min(3001, 1 + 3 * 1000) - 2 * 1000.
+  EXPECT_EQ(cuts.lower_bound_bytes, 1001);
+}
+
 TEST(StashCutTest, BoundBeatsTheKnapsackWhereInputsMustStay) {
   // The knapsack thinks re-running f3 (cost 1) takes c's 1000 bytes out of
   // the stash and half of loss's byte with the rest: 51. The cut knows that
