@@ -1,29 +1,14 @@
 #include "planner/recompute/echo_recompute.h"
 
 #include <algorithm>
-#include <numeric>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "planner/recompute/plan.h"
+#include "planner/recompute/union_find.h"
 
 namespace echo::planner {
 namespace {
-
-class UnionFind {
- public:
-  explicit UnionFind(int32_t n) : parent_(n) {
-    std::iota(parent_.begin(), parent_.end(), 0);
-  }
-  int32_t Find(int32_t x) {
-    while (parent_[x] != x) x = parent_[x] = parent_[parent_[x]];
-    return x;
-  }
-  void Union(int32_t a, int32_t b) { parent_[Find(a)] = Find(b); }
-
- private:
-  std::vector<int32_t> parent_;
-};
 
 bool IsConcat(const Op& op) {
   const std::string type = absl::AsciiStrToLower(op.op_type);

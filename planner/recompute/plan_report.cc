@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <iterator>
-#include <numeric>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -10,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "planner/byte_size.h"
 #include "planner/recompute/stash_cut.h"
+#include "planner/recompute/union_find.h"
 #include "planner/status_macros.h"
 
 namespace echo::planner {
@@ -34,22 +34,17 @@ std::vector<std::vector<int32_t>> RegionSteps(const Graph& graph,
     }
     int32_t end = begin;
     while (end < num_steps && schedule[end].recompute) ++end;
-    // Union-find over the run.
-    std::vector<int32_t> parent(end - begin);
-    std::iota(parent.begin(), parent.end(), 0);
-    auto find = [&parent](int32_t x) {
-      while (parent[x] != x) x = parent[x] = parent[parent[x]];
-      return x;
-    };
+    // Steps of the run, joined by data and by shared stashed sources.
+    UnionFind run(end - begin);
     absl::flat_hash_map<TensorIndex, int32_t> reader_of;
     for (int32_t step = begin; step < end; ++step) {
       for (TensorIndex t : graph.op(schedule[step].op).inputs) {
         if (producer_step[t] >= begin) {
-          parent[find(step - begin)] = find(producer_step[t] - begin);
+          run.Union(step - begin, producer_step[t] - begin);
         } else if (!IsPersistentRole(graph.tensor(t).role)) {
           // Clones sharing a stashed source form one region.
           auto [it, inserted] = reader_of.emplace(t, step);
-          if (!inserted) parent[find(step - begin)] = find(it->second - begin);
+          if (!inserted) run.Union(step - begin, it->second - begin);
         }
       }
       for (TensorIndex t : graph.op(schedule[step].op).outputs) {
@@ -58,7 +53,7 @@ std::vector<std::vector<int32_t>> RegionSteps(const Graph& graph,
     }
     std::vector<int32_t> region_of_root(end - begin, kNone);
     for (int32_t step = begin; step < end; ++step) {
-      const int32_t root = find(step - begin);
+      const int32_t root = run.Find(step - begin);
       if (region_of_root[root] == kNone) {
         region_of_root[root] = static_cast<int32_t>(regions.size());
         regions.emplace_back();

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "planner/recompute/union_find.h"
 
 namespace echo::planner {
 namespace {
@@ -249,12 +250,9 @@ class StashNetwork {
         cut.cost += problem_.op_costs[o];
       }
     }
-    for (TensorIndex t = 0; t < graph_.num_tensors(); ++t) {
-      const int32_t node = tensor_node_[t];
-      if (node >= 0 && sink_side[node] && !ReMadeBy(cut.remat, t)) {
-        cut.stash_bytes += problem_.tensor_bytes[t];
-      }
-    }
+    // The sink side's tensors are the ones the backward needs under the
+    // cut's set (Stashed's `needed`).
+    cut.stash_bytes = StashBytesOf(cut.remat);
     return cut;
   }
 
@@ -287,12 +285,7 @@ RematSet FillTowards(const RematProblem& problem, const StashNetwork& network,
                      const RematSet& within, const RematSet& over,
                      double budget) {
   const Graph& graph = problem.graph;
-  std::vector<OpIndex> parent(graph.num_ops());
-  for (OpIndex o = 0; o < graph.num_ops(); ++o) parent[o] = o;
-  auto find = [&](OpIndex o) {
-    while (parent[o] != o) o = parent[o] = parent[parent[o]];
-    return o;
-  };
+  UnionFind groups_of(graph.num_ops());
   auto added = [&](OpIndex o) {
     return o != kNoOp && network.modelled_op(o) && over[o] && !within[o];
   };
@@ -305,7 +298,7 @@ RematSet FillTowards(const RematProblem& problem, const StashNetwork& network,
       if (first == kNoOp) {
         first = r;
       } else {
-        parent[find(r)] = find(first);
+        groups_of.Union(r, first);
       }
     }
   }
@@ -317,7 +310,7 @@ RematSet FillTowards(const RematProblem& problem, const StashNetwork& network,
   absl::flat_hash_map<OpIndex, Group> groups;
   for (OpIndex o = 0; o < graph.num_ops(); ++o) {
     if (!added(o)) continue;
-    Group& group = groups[find(o)];
+    Group& group = groups[groups_of.Find(o)];
     group.ops.push_back(o);
     group.cost += problem.op_costs[o];
   }
