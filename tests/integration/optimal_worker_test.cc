@@ -27,6 +27,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "http_get.h"
+#include "loopback_server.h"
 #include "planner/memory_simulator.h"
 #include "server/child_process.h"
 #include "server/echo_server.h"
@@ -109,18 +110,13 @@ v1::GenerateRecomputePlanRequest LongOptimalRequest() {
 class OptimalWorkerTest : public ::testing::Test {
  protected:
   void StartServer(server::ServerOptions options = server::ServerOptions()) {
-    options.grpc_address = "127.0.0.1:0";
-    options.metrics_address = "127.0.0.1:0";
-    options.drain_timeout_seconds = 1;
-    ASSERT_OK_AND_ASSIGN(server_, server::EchoServer::Start(options));
+    ASSERT_OK_AND_ASSIGN(server_,
+                         server::EchoServer::Start(testing::Loopback(options)));
     client_ = Client(120);
   }
 
   std::unique_ptr<client::PlannerClient> Client(double timeout_seconds) {
-    client::ClientOptions options;
-    options.server = absl::StrCat("127.0.0.1:", server_->grpc_port());
-    options.timeout_seconds = timeout_seconds;
-    return std::make_unique<client::PlannerClient>(options);
+    return testing::ClientOf(*server_, timeout_seconds);
   }
 
   // A server whose OPTIMAL worker is a shell script running `command`.

@@ -16,6 +16,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "http_get.h"
+#include "loopback_server.h"
 #include "planner/device_catalog.h"
 #include "planner/memory_simulator.h"
 #include "server/echo_server.h"
@@ -37,14 +38,9 @@ class RegistryTest : public ::testing::Test {
 
   void Start(server::ServerOptions options) {
     server_.reset();
-    options.grpc_address = "127.0.0.1:0";
-    options.metrics_address = "127.0.0.1:0";
-    options.drain_timeout_seconds = 1;
-    server_ = testing::ValueOrFail(server::EchoServer::Start(options));
-    client::ClientOptions client_options;
-    client_options.server = absl::StrCat("127.0.0.1:", server_->grpc_port());
-    client_options.timeout_seconds = 30;
-    client_ = std::make_unique<client::PlannerClient>(client_options);
+    server_ = testing::ValueOrFail(
+        server::EchoServer::Start(testing::Loopback(options)));
+    client_ = testing::ClientOf(*server_, 30);
   }
 
   std::string Register(const v1::Graph& graph) {

@@ -11,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "http_get.h"
+#include "loopback_server.h"
 #include "planner/checkmate_import.h"
 #include "server/echo_server.h"
 #include "tests/unit/test_util.h"
@@ -25,18 +26,11 @@ constexpr int64_t kVgg16Peak = 15825108992;  // at batch 256
 class SchedulerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    server::ServerOptions options;
-    options.grpc_address = "127.0.0.1:0";
-    options.metrics_address = "127.0.0.1:0";
-    options.drain_timeout_seconds = 1;
     absl::StatusOr<std::unique_ptr<server::EchoServer>> started =
-        server::EchoServer::Start(options);
+        server::EchoServer::Start(testing::Loopback());
     ASSERT_TRUE(started.ok()) << started.status();
     server_ = *std::move(started);
-    client::ClientOptions client_options;
-    client_options.server = absl::StrCat("127.0.0.1:", server_->grpc_port());
-    client_options.timeout_seconds = 30;
-    client_ = std::make_unique<client::PlannerClient>(client_options);
+    client_ = testing::ClientOf(*server_, 30);
     vgg16_ = testing::ValueOrFail(adapter::LoadGraphFile(
         std::string(ECHO_TEST_DATA_DIR) + "/checkmate/vgg16_b256_train.json",
         adapter::GraphFormat::kAuto, planner::kCheckmateBatchFromName));

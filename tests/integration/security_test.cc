@@ -18,6 +18,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "http_get.h"
+#include "loopback_server.h"
 #include "server/echo_server.h"
 #include "tests/unit/test_util.h"
 
@@ -68,10 +69,7 @@ class SecurityTest : public ::testing::Test {
 
   // Options of a server on 127.0.0.1:0 that lets only profiler-bot profile.
   static server::ServerOptions BaseOptions() {
-    server::ServerOptions options;
-    options.grpc_address = "127.0.0.1:0";
-    options.metrics_address = "127.0.0.1:0";
-    options.drain_timeout_seconds = 1;
+    server::ServerOptions options = testing::Loopback();
     options.auth.profile_allowed_identities = {"profiler-bot"};
     return options;
   }

@@ -13,6 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "http_get.h"
+#include "loopback_server.h"
 #include "planner/memory_simulator.h"
 #include "server/echo_server.h"
 #include "tests/unit/test_util.h"
@@ -29,17 +30,11 @@ class ServerTest : public ::testing::Test {
 
   void StartServer(server::ServerOptions options) {
     server_.reset();
-    options.grpc_address = "127.0.0.1:0";
-    options.metrics_address = "127.0.0.1:0";
-    options.drain_timeout_seconds = 1;
     absl::StatusOr<std::unique_ptr<server::EchoServer>> started =
-        server::EchoServer::Start(options);
+        server::EchoServer::Start(testing::Loopback(options));
     ASSERT_TRUE(started.ok()) << started.status();
     server_ = *std::move(started);
-    client::ClientOptions client_options;
-    client_options.server = absl::StrCat("127.0.0.1:", server_->grpc_port());
-    client_options.timeout_seconds = 10;
-    client_ = std::make_unique<client::PlannerClient>(client_options);
+    client_ = testing::ClientOf(*server_, 10);
   }
 
   v1::EstimateMemoryRequest Vgg16Request() {

@@ -11,6 +11,7 @@
 #include "client/planner_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "loopback_server.h"
 #include "server/echo_server.h"
 #include "tests/unit/test_util.h"
 
@@ -36,15 +37,9 @@ int64_t LargestPoint(const v1::MemoryTimeline& timeline) {
 class TimelineTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    server::ServerOptions options;
-    options.grpc_address = "127.0.0.1:0";
-    options.metrics_address = "127.0.0.1:0";
-    options.drain_timeout_seconds = 1;
-    server_ = testing::ValueOrFail(server::EchoServer::Start(options));
-    client::ClientOptions client_options;
-    client_options.server = absl::StrCat("127.0.0.1:", server_->grpc_port());
-    client_options.timeout_seconds = 60;
-    client_ = std::make_unique<client::PlannerClient>(client_options);
+    server_ =
+        testing::ValueOrFail(server::EchoServer::Start(testing::Loopback()));
+    client_ = testing::ClientOf(*server_, 60);
     graph_ = testing::ValueOrFail(adapter::LoadGraphFile(
         std::string(ECHO_TEST_DATA_DIR) + "/checkmate/vgg16_b256_train.json"));
   }
