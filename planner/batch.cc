@@ -45,6 +45,9 @@ BatchScaler::BatchScaler(const Graph& graph)
     }
     scaled_tensors_.push_back(t);
     base_tensor_bytes_.push_back(tensor.size_bytes);
+    batch_multiples_.push_back(
+        tensor.shape.empty() ? 0
+                             : tensor.shape[tensor.batch_dim] / base_batch_);
     if (tensor.producer != kNoOp) op_scaled[tensor.producer] = true;
     for (OpIndex reader : tensor.readers) op_scaled[reader] = true;
   }
@@ -89,7 +92,10 @@ absl::StatusOr<const Graph*> BatchScaler::At(int64_t batch) {
     }
     total += bytes;
     tensor.size_bytes = bytes;
-    if (!tensor.shape.empty()) tensor.shape[tensor.batch_dim] = batch;
+    // k * batch <= the tensor's element count, which its bytes bound.
+    if (!tensor.shape.empty()) {
+      tensor.shape[tensor.batch_dim] = batch_multiples_[i] * batch;
+    }
   }
   const double factor =
       static_cast<double>(batch) / static_cast<double>(base_batch_);

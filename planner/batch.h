@@ -2,7 +2,8 @@
 // a graph exported at one batch size, rescaled to another.
 //
 // At batch B, for a graph given at batch B0 = Graph::batch_size():
-//  - a tensor that marks batch_dim gets shape[batch_dim] = B and size
+//  - a tensor that marks batch_dim gets shape[batch_dim] = k * B (k = its
+//    base shape[batch_dim] / B0: 1, or the axes folded with the batch) and size
 //    size_bytes * B / B0, rounded up (exact for sizes derived from shapes,
 //    whose bytes carry the factor B0; a shapeless size marked 0 is taken as
 //    proportional to the batch);
@@ -48,6 +49,7 @@ class BatchScaler {
   // The base values, for the marked tensors and scaled ops only.
   std::vector<TensorIndex> scaled_tensors_;
   std::vector<int64_t> base_tensor_bytes_;
+  std::vector<int64_t> batch_multiples_;  // k above, 0 when shapeless
   std::vector<OpIndex> scaled_ops_;
   std::vector<Op> base_ops_;  // only the numeric fields are used
 };

@@ -231,12 +231,14 @@ absl::Status CheckBatchDim(const TensorSpec& spec, int64_t batch_size) {
         absl::StrCat("batch_dim ", spec.batch_dim, " is outside its shape [",
                      absl::StrJoin(spec.shape, ","), "]"));
   }
-  if (spec.shape[spec.batch_dim] != batch_size) {
+  // The batch alone, or folded with other axes (a flattened [batch*seq, d]).
+  const int64_t dim = spec.shape[spec.batch_dim];
+  if (dim <= 0 || dim % batch_size != 0) {
     return TensorError(
         spec.id, absl::StrCat("batch_dim ", spec.batch_dim, " of shape [",
-                              absl::StrJoin(spec.shape, ","), "] is ",
-                              spec.shape[spec.batch_dim],
-                              ", not the graph's batch_size ", batch_size));
+                              absl::StrJoin(spec.shape, ","), "] is ", dim,
+                              ", not a multiple of the graph's batch_size ",
+                              batch_size));
   }
   return absl::OkStatus();
 }

@@ -1,5 +1,6 @@
 #include "planner/text_format.h"
 
+#include <limits>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -116,9 +117,17 @@ absl::Status ParseSize(absl::string_view text, int64_t batch_size,
   if (!dims.empty()) {
     for (absl::string_view dim : absl::StrSplit(dims, ',')) {
       int64_t value;
-      if (dim == "B") {
+      // "B", or "<k>B": the batch folded with other axes (k * batch).
+      if (absl::ConsumeSuffix(&dim, "B")) {
+        int64_t multiple = 1;
+        if (!dim.empty() &&
+            (!absl::SimpleAtoi(dim, &multiple) || multiple < 1 ||
+             multiple > std::numeric_limits<int64_t>::max() / batch_size)) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "bad batch dimension '", dim, "B' for tensor '", spec.id, "'"));
+        }
         RETURN_IF_ERROR(mark_batch(static_cast<int32_t>(spec.shape.size())));
-        value = batch_size;
+        value = multiple * batch_size;
       } else if (!absl::SimpleAtoi(dim, &value)) {
         return absl::InvalidArgumentError(absl::StrCat(
             "bad dimension '", dim, "' for tensor '", spec.id, "'"));

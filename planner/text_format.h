@@ -19,8 +19,9 @@
 // norecompute / recompute. Roles: input, parameter, optimizer_state,
 // gradient, activation; "output" after the role marks a graph output.
 // After a "batch <size>" line, a dimension "B" is the batch dimension (at
-// that size) and a size "<bytes>*B" is a shapeless size of <bytes> per
-// sample, proportional to the batch (graph.h: Tensor::batch_dim).
+// that size), "<k>B" one that folds the batch with other axes (k * size), and a
+// size "<bytes>*B" is a shapeless size of <bytes> per sample, proportional to
+// the batch (graph.h: Tensor::batch_dim).
 #ifndef ECHO_PLANNER_TEXT_FORMAT_H_
 #define ECHO_PLANNER_TEXT_FORMAT_H_
 

@@ -419,7 +419,7 @@ absl::Status PlannerService::DoCheckFit(grpc::CallbackServerContext* context,
   return FitDevices(context, request, ref, response);
 }
 
-absl::Status PlannerService::DoProfileOps(grpc::CallbackServerContext*,
+absl::Status PlannerService::DoProfileOps(grpc::CallbackServerContext* context,
                                           const v1::ProfileOpsRequest& request,
                                           v1::ProfileOpsResponse* response) {
   ASSIGN_OR_RETURN(const GraphRef ref, ResolveGraph(request));
@@ -437,7 +437,8 @@ absl::Status PlannerService::DoProfileOps(grpc::CallbackServerContext*,
     return absl::FailedPreconditionError("this echod has no profiler");
   }
   ASSIGN_OR_RETURN(planner::ProfileReport report,
-                   profiler_->ProfileOps(graph, ops, request.force()));
+                   profiler_->ProfileOps(graph, ops, request.force(),
+                                         InterruptFor(context)));
   adapter::ProfileReportToProto(report, response);
   // Profiled times change op costs: cached answers may be stale.
   registry_->ClearAnswers();

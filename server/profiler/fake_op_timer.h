@@ -56,6 +56,8 @@ class FakeOpTimer : public OpTimer {
     return calls_;
   }
   int max_concurrent_calls() const { return max_concurrent_; }
+  // TimeOp calls under way now.
+  int running_calls() const { return running_; }
 
   std::string DeviceName() const override { return device_name_; }
   int64_t DeviceMemoryBytes() const override { return int64_t{80} << 30; }

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <system_error>
@@ -228,7 +229,7 @@ absl::string_view NodeProfiler::TimeOne(const planner::Graph& graph,
 
 absl::StatusOr<planner::ProfileReport> NodeProfiler::ProfileOps(
     const planner::Graph& graph, const std::vector<planner::OpIndex>& ops,
-    bool force) {
+    bool force, const planner::Interrupt& interrupted) {
   RETURN_IF_ERROR(CheckAvailable());
   for (planner::OpIndex op : ops) {
     if (op < 0 || op >= graph.num_ops()) {
@@ -236,15 +237,12 @@ absl::StatusOr<planner::ProfileReport> NodeProfiler::ProfileOps(
           "op index ", op, " out of range [0, ", graph.num_ops(), ")"));
     }
   }
-  const auto budget = std::chrono::duration_cast<Clock::duration>(
-      std::chrono::duration<double>(options_.max_seconds_per_request));
   std::unique_lock<std::timed_mutex> lock(profile_mutex_, std::defer_lock);
-  if (!lock.try_lock_for(budget)) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "the profiler is busy with another request for over ",
-        options_.max_seconds_per_request, " s (it runs one at a time)"));
-  }
-  const Clock::time_point deadline = Clock::now() + budget;
+  RETURN_IF_ERROR(LockProfiler(lock, interrupted));
+  const Clock::time_point deadline =
+      Clock::now() +
+      std::chrono::duration_cast<Clock::duration>(
+          std::chrono::duration<double>(options_.max_seconds_per_request));
   std::vector<planner::OpIndex> selected = ops;
   if (selected.empty()) {
     for (planner::OpIndex op = 0; op < graph.num_ops(); ++op) {
@@ -282,27 +280,55 @@ absl::StatusOr<planner::ProfileReport> NodeProfiler::ProfileOps(
       profile->from_cache = true;
       continue;
     }
+    if (interrupted) {
+      if (absl::Status stop = interrupted(); !stop.ok()) {
+        StoreTimes(timed_now);
+        return stop;
+      }
+    }
     metrics_->RecordRun(graph.op(op).op_class,
                         TimeOne(graph, op, deadline, profile));
     if (profile->measured) timed_now[key] = profile->time_seconds;
   }
-  if (timed_now.empty()) return report;
+  StoreTimes(timed_now);
+  return report;
+}
+
+absl::Status NodeProfiler::LockProfiler(
+    std::unique_lock<std::timed_mutex>& lock,
+    const planner::Interrupt& interrupted) {
+  const Clock::time_point give_up =
+      Clock::now() +
+      std::chrono::duration_cast<Clock::duration>(
+          std::chrono::duration<double>(options_.max_seconds_per_request));
+  constexpr auto kPoll = std::chrono::milliseconds(10);
+  while (!lock.try_lock_for(std::min<Clock::duration>(
+      kPoll, std::max<Clock::duration>(give_up - Clock::now(),
+                                       Clock::duration::zero())))) {
+    if (interrupted) RETURN_IF_ERROR(interrupted());
+    if (Clock::now() >= give_up) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the profiler is busy with another request for over ",
+          options_.max_seconds_per_request, " s (it runs one at a time)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void NodeProfiler::StoreTimes(
+    const absl::flat_hash_map<std::string, double>& timed) {
+  if (timed.empty()) return;
   std::string contents;
   {
     std::lock_guard<std::mutex> cache_lock(cache_mutex_);
-    for (const auto& [key, seconds] : timed_now) cache_.Put(key, seconds);
+    for (const auto& [key, seconds] : timed) cache_.Put(key, seconds);
     metrics_->SetEntries(cache_.size());
     if (!cache_.path().empty()) contents = cache_.Serialize();
   }
-  if (!contents.empty()) {
-    // Still under profile_mutex_: saves never race each other.
-    if (absl::Status s = WriteFileAtomically(cache_.path(), contents);
-        !s.ok()) {
-      spdlog::warn("cannot save the profile cache: {}",
-                   std::string(s.message()));
-    }
+  if (contents.empty()) return;
+  if (absl::Status s = WriteFileAtomically(cache_.path(), contents); !s.ok()) {
+    spdlog::warn("cannot save the profile cache: {}", std::string(s.message()));
   }
-  return report;
 }
 
 std::optional<double> NodeProfiler::Lookup(const planner::Graph& graph,

@@ -15,12 +15,14 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "planner/cost_model.h"
 #include "planner/device_catalog.h"
 #include "planner/graph.h"
 #include "planner/node_report.h"
+#include "planner/recompute/plan.h"
 #include "prometheus/registry.h"
 #include "server/profiler/gpu_backend.h"
 #include "server/profiler/op_timer.h"
@@ -62,9 +64,13 @@ class NodeProfiler : public planner::ProfiledTimes {
   // RESOURCE_EXHAUSTED when another request keeps the profiler busy longer
   // than max_seconds_per_request; INVALID_ARGUMENT for an op index out of
   // range. Otherwise one OpProfile per op, with a reason when not measured.
+  // `interrupted` (the caller's cancellation or deadline) is checked while
+  // waiting for the profiler and before each op is timed, so a cancelled
+  // request stops after the op being timed; what it timed is cached, and
+  // it returns the interrupt's status.
   absl::StatusOr<planner::ProfileReport> ProfileOps(
       const planner::Graph& graph, const std::vector<planner::OpIndex>& ops,
-      bool force);
+      bool force, const planner::Interrupt& interrupted = nullptr);
 
   // Hostname, GPUs, versions, gpu_status, device catalog, cache size and
   // profiling_enabled.
@@ -102,6 +108,13 @@ class NodeProfiler : public planner::ProfiledTimes {
   // Why profiling cannot run, or OK.
   absl::Status CheckAvailable() const;
   std::string CacheKey(const planner::Graph& graph, planner::OpIndex op) const;
+  // Waits up to max_seconds_per_request for profile_mutex_, polling
+  // `interrupted`.
+  absl::Status LockProfiler(std::unique_lock<std::timed_mutex>& lock,
+                            const planner::Interrupt& interrupted);
+  // Puts this request's times into the cache and saves it (under
+  // profile_mutex_, so saves never race each other).
+  void StoreTimes(const absl::flat_hash_map<std::string, double>& timed);
   // Times one op (not cached) into `profile`; returns the result label.
   absl::string_view TimeOne(const planner::Graph& graph, planner::OpIndex op,
                             std::chrono::steady_clock::time_point deadline,

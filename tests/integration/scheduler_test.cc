@@ -162,7 +162,7 @@ TEST_F(SchedulerTest, MaxBatchBadInput) {
   EXPECT_EQ(response.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(response.status().message()),
               HasSubstr("tensor '3': batch_dim 0 of shape [100] is 100, not "
-                        "the graph's batch_size 256"));
+                        "a multiple of the graph's batch_size 256"));
 
   request = MaxBatchRequest("v100-16gb");
   request.mutable_graph()->set_batch_size(0);

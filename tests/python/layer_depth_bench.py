@@ -27,14 +27,12 @@ no compute and the step itself is not run (capture_graph would run it once
 and measure per-op CPU workspace, which says nothing about a GPU's; the
 graphs here carry no workspace). Graphs are cached per (model, depth).
 
-Why not a small batch scaled by echod: the hook marks the batch dimension on
-tensors whose leading dim equals the batch; the Transformer's flattened
-[batch*seq, d] activations, its [batch*heads, seq, seq] attention scores and
-its [batch*seq, vocab] logits do not lead with the batch, so echod's scaling
-(planner/batch.h) keeps them at the small batch. The benchmark measures that
-gap once per model: FindMaxBatchSize(min = max = target batch) on the graph
-captured at batch 2 against EstimateMemory on the graph captured at the
-target batch.
+Why not a small batch scaled by echod: the answer is the same (the hook marks
+folded batch axes such as [batch*seq, d]; echo_torch/batch_dim.py), and the
+capture costs the same at any batch, since it traces with fake tensors. The
+benchmark measures the gap once per model: FindMaxBatchSize(min = max =
+target batch) on the graph captured at batch 2 against EstimateMemory on the
+graph captured at the target batch.
 
 Questions, per captured depth and device: CheckFit(graph, device,
 max_overhead_ratio = 0.05, and 0.20, reserved_bytes) answers "fits without

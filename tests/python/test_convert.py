@@ -169,24 +169,3 @@ class OpProfileTest(unittest.TestCase):
 if __name__ == "__main__":
     unittest.main()
 
-
-class BatchDimTest(unittest.TestCase):
-    """The export marks the batch dimension (graph.proto: batch_size)."""
-
-    def test_leading_batch_dim_is_marked_parameters_are_not(self):
-        torch.manual_seed(0)
-        graph = capture_graph(TwoLayer(), torch.randn(6, 8)).graph
-        self.assertEqual(graph.batch_size, 6)
-        marked = [t for t in graph.tensors if t.HasField("batch_dim")]
-        self.assertTrue(marked)
-        for t in marked:
-            self.assertEqual(t.batch_dim, 0)
-            self.assertEqual(t.shape[0], 6)
-            self.assertNotIn(t.role, (_g.TENSOR_ROLE_PARAMETER,
-                                      _g.TENSOR_ROLE_GRADIENT))
-        inputs = [t for t in graph.tensors if t.role == _g.TENSOR_ROLE_INPUT
-                  and list(t.shape) == [6, 8]]
-        self.assertTrue(inputs and all(t.HasField("batch_dim") for t in inputs))
-        params = [t for t in graph.tensors if t.role == _g.TENSOR_ROLE_PARAMETER]
-        self.assertTrue(params)
-        self.assertFalse(any(t.HasField("batch_dim") for t in params))

@@ -1,6 +1,7 @@
 """tests/data/graphs/*.pb are current: each parses, and matches a fresh
-capture of its model (same ops, classes, edges and tensor sizes). When torch
-or the converter changes, regenerate them with export_graphs.py."""
+capture of its model (same ops, classes, edges, tensor sizes and batch
+dimension). When torch or the converter changes, regenerate them with
+export_graphs.py."""
 import os
 import unittest
 
@@ -19,7 +20,9 @@ def _load(name):
 def _shape(graph):
     return ([(op.id, op.op_type, op.op_class, op.phase, tuple(op.input_ids),
               tuple(op.output_ids), op.recomputable) for op in graph.ops],
-            [(t.id, t.size_bytes, t.role, t.is_output) for t in graph.tensors])
+            [(t.id, t.size_bytes, t.role, t.is_output,
+              t.batch_dim if t.HasField("batch_dim") else None) for t in graph.tensors],
+            graph.batch_size)
 
 
 class FixtureTest(unittest.TestCase):
@@ -32,10 +35,11 @@ class FixtureTest(unittest.TestCase):
                 self.assertGreater(len(stored.ops), 100)
                 model = models.build(name)
                 fresh = capture_graph(model, *models.example_inputs(model)).graph
-                stored_ops, stored_tensors = _shape(stored)
-                fresh_ops, fresh_tensors = _shape(fresh)
+                stored_ops, stored_tensors, stored_batch = _shape(stored)
+                fresh_ops, fresh_tensors, fresh_batch = _shape(fresh)
                 self.assertEqual(stored_ops, fresh_ops)
                 self.assertEqual(stored_tensors, fresh_tensors)
+                self.assertEqual(stored_batch, fresh_batch)
 
 
 if __name__ == "__main__":

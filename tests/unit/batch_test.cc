@@ -3,6 +3,7 @@
 #include "planner/batch.h"
 
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_replace.h"
 #include "gmock/gmock.h"
@@ -82,6 +83,54 @@ output w2
   EXPECT_EQ(scaled.op(scaled.FindOp("fc")).relative_cost, 4);
 }
 
+// A batch folded with other axes ([batch*seq, d] after a flatten,
+// [batch*heads, seq, seq] scores) scales as k * batch: rescaled to 8, the
+// graph written with 3B at 4 equals the one written with 24 at 8.
+TEST(BatchTest, FoldedBatchAxesScaleWithTheirMultiple) {
+  const std::string text = R"(
+graph attention
+batch 4
+tensor x f32[B,3,16] input
+tensor w f32[16,16] parameter
+op flat fwd other x -> xf:f32[3B,16]
+op fc fwd gemm xf w -> h:f32[3B,16] flops=3072 cost=3
+op scores fwd gemm h h -> s:f32[6B,3,3] flops=512 cost=1
+op bw bwd gemm s h -> gw:f32[16,16] flops=3072 cost=3
+output gw
+)";
+  const Graph graph = Parse(text);
+  EXPECT_EQ(graph.tensor(graph.FindTensor("xf")).shape,
+            (std::vector<int64_t>{12, 16}));
+  EXPECT_EQ(graph.tensor(graph.FindTensor("s")).batch_dim, 0);
+  ASSERT_OK_AND_ASSIGN(const Graph scaled, WithBatchSize(graph, 8));
+  const Graph expected = Parse(absl::StrReplaceAll(
+      text, {{"batch 4", ""},
+             {"[B,", "[8,"},
+             {"[3B,", "[24,"},
+             {"[6B,", "[48,"},
+             {"flops=3072 cost=3\nop scores", "flops=6144 cost=6\nop scores"},
+             {"flops=512 cost=1", "flops=1024 cost=2"},
+             {"flops=3072 cost=3\noutput", "flops=6144 cost=6\noutput"}}));
+  for (TensorIndex t = 0; t < expected.num_tensors(); ++t) {
+    EXPECT_EQ(scaled.tensor(t).shape, expected.tensor(t).shape)
+        << expected.tensor(t).id;
+    EXPECT_EQ(scaled.tensor(t).size_bytes, expected.tensor(t).size_bytes)
+        << expected.tensor(t).id;
+  }
+  for (OpIndex o = 0; o < expected.num_ops(); ++o) {
+    EXPECT_EQ(scaled.op(o).flops, expected.op(o).flops) << expected.op(o).id;
+    EXPECT_EQ(scaled.op(o).relative_cost, expected.op(o).relative_cost);
+  }
+  EXPECT_EQ(SimulatePlain(scaled).peak_bytes,
+            SimulatePlain(expected).peak_bytes);
+  // And back: the multiple is kept, not the last batch's axis.
+  ASSERT_OK_AND_ASSIGN(BatchScaler scaler, BatchScaler::Create(graph));
+  ASSERT_OK(scaler.At(8).status());
+  ASSERT_OK_AND_ASSIGN(const Graph* back, scaler.At(4));
+  EXPECT_EQ(back->tensor(back->FindTensor("s")).shape,
+            (std::vector<int64_t>{24, 3, 3}));
+}
+
 TEST(BatchTest, ScalerRewritesInPlaceAndBack) {
   const Graph graph = Parse(kTiny);
   ASSERT_OK_AND_ASSIGN(BatchScaler scaler, BatchScaler::Create(graph));
@@ -109,8 +158,11 @@ TEST(BatchTest, BadBatchDimensionsAreNamed) {
   op.input_ids = {"x"};
   builder.AddOp(op);
   EXPECT_THAT(std::move(builder).Build().status().message(),
-              HasSubstr("tensor 'x': batch_dim 0 of shape [3,8] is 3, not "
-                        "the graph's batch_size 4"));
+              HasSubstr("tensor 'x': batch_dim 0 of shape [3,8] is 3, not a "
+                        "multiple of the graph's batch_size 4"));
+  EXPECT_THAT(error("batch 2\ntensor x f32[0B,4] input\nop f fwd other x -> "
+                    "y:4\n"),
+              HasSubstr("bad batch dimension '0B' for tensor 'x'"));
   EXPECT_THAT(error("batch 2\ntensor w f32[B,4] parameter\nop f fwd other w "
                     "-> y:4\n"),
               HasSubstr("tensor 'w': is a parameter and marks batch_dim 0"));

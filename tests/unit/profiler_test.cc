@@ -2,6 +2,7 @@
 // discovery's no-GPU path, and the device/cost-source proto conversions.
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -259,6 +260,55 @@ TEST_F(NodeProfilerTest, BusyProfilerIsResourceExhausted) {
   slow.join();
   EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(std::string(status.message()), HasSubstr("one at a time"));
+}
+
+// Cancellation reaches the profiler: a request cancelled while mm1 is timed
+// stops before the next op, keeps mm1's time in the cache and returns the
+// interrupt's status.
+TEST_F(NodeProfilerTest, CancelledRequestStopsAfterTheOpBeingTimed) {
+  std::unique_ptr<NodeProfiler> profiler = Make(Enabled());
+  timer_->SetCallDuration(std::chrono::milliseconds(20));
+  auto cancelled_once_timing = [&]() -> absl::Status {
+    if (timer_->calls().empty()) return absl::OkStatus();
+    return absl::CancelledError("the client cancelled the call");
+  };
+  absl::Status status =
+      profiler->ProfileOps(graph_, {}, true, cancelled_once_timing).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(timer_->calls().size(), 1u);
+  ASSERT_OK_AND_ASSIGN(
+      planner::ProfileReport again,
+      profiler->ProfileOps(graph_, {graph_.FindOp("mm1")}, false));
+  EXPECT_TRUE(again.profiles[0].from_cache);
+  EXPECT_EQ(timer_->calls().size(), 1u);
+}
+
+// A request waiting for a busy profiler gives up when its caller does,
+// not after max_seconds_per_request.
+TEST_F(NodeProfilerTest, CancelledWhileWaitingForTheProfiler) {
+  std::unique_ptr<NodeProfiler> profiler = Make(Enabled());
+  timer_->SetCallDuration(std::chrono::milliseconds(600));
+  std::atomic<bool> slow_done{false};
+  std::thread slow([&] {
+    EXPECT_OK(profiler->ProfileOps(graph_, {graph_.FindOp("mm1")}, true));
+    slow_done = true;
+  });
+  while (timer_->running_calls() == 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::atomic<int> polls{0};
+  auto deadline_after_three_polls = [&]() -> absl::Status {
+    return ++polls < 3 ? absl::OkStatus()
+                       : absl::DeadlineExceededError("deadline passed");
+  };
+  absl::Status status =
+      profiler->ProfileOps(graph_, {}, true, deadline_after_three_polls)
+          .status();
+  EXPECT_FALSE(slow_done) << "gave up only when the other request ended";
+  slow.join();
+  EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(polls, 3);
+  EXPECT_EQ(timer_->calls().size(), 1u);
 }
 
 TEST_F(NodeProfilerTest, RequestTimeBudgetSkipsTheRest) {

@@ -158,3 +158,12 @@ class PlannerClient:
         """RegisterGraphRequest -> RegisterGraphResponse (graph_fingerprint):
         later requests may carry the fingerprint instead of the graph."""
         return self._call(self._stub.RegisterGraph, "RegisterGraph", request)
+
+    def find_max_batch_size(self, request):
+        """FindMaxBatchSizeRequest -> FindMaxBatchSizeResponse: the largest
+        batch that fits, for a graph with a batch dimension (the hook marks
+        it; echo_torch.batch_dim)."""
+        return self._call(self._stub.FindMaxBatchSize, "FindMaxBatchSize", request)
+
+    def get_memory_frontier(self, request):
+        return self._call(self._stub.GetMemoryFrontier, "GetMemoryFrontier", request)

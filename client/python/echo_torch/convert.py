@@ -38,6 +38,7 @@ import torch.fx as fx
 import torch.utils._pytree as pytree
 
 from echo_torch import ops, proto
+from echo_torch.batch_dim import mark_batch_dim
 
 _pb = proto.graph_pb2
 
@@ -210,35 +211,6 @@ def _ancestors(nodes) -> set:
         seen.add(node)
         stack.extend(node.all_input_nodes)
     return seen
-
-
-_UNBATCHED_ROLES = (_pb.TENSOR_ROLE_PARAMETER, _pb.TENSOR_ROLE_OPTIMIZER_STATE,
-                    _pb.TENSOR_ROLE_GRADIENT)
-
-
-def mark_batch_dim(graph, tensors, primal_ids) -> int:
-    """Marks the batch dimension (graph.proto: Graph.batch_size,
-    Tensor.batch_dim): the batch is the leading dim of the first data input
-    (a primal with role INPUT and a shape); every tensor whose leading dim
-    equals it is marked batch_dim 0, except parameters, optimizer state and
-    the gradients returned for parameters. A simple rule, not shape
-    propagation: a tensor whose leading dim equals the batch by coincidence
-    is marked too, and a batch of 1 is not marked (too ambiguous). Returns
-    the batch, 0 when none."""
-    by_id = {t.id: t for t in tensors}
-    batch = 0
-    for tid in primal_ids:
-        t = by_id.get(tid)
-        if t is not None and t.role == _pb.TENSOR_ROLE_INPUT and len(t.shape):
-            batch = int(t.shape[0])
-            break
-    if batch <= 1:
-        return 0
-    graph.batch_size = batch
-    for t in tensors:
-        if t.role not in _UNBATCHED_ROLES and len(t.shape) and t.shape[0] == batch:
-            t.batch_dim = 0
-    return batch
 
 
 def convert(joint: JointGraph) -> ConvertedGraph:
@@ -441,7 +413,8 @@ def convert(joint: JointGraph) -> ConvertedGraph:
             mark_output(node, _pb.TENSOR_ROLE_GRADIENT)
 
     mark_batch_dim(graph, [tensors[t] for t in order],
-                   [tensor_of[n] for n in primal_nodes])
+                   [(op, info.node) for op, info in zip(op_protos, op_infos)],
+                   tensor_of, [tensor_of[n] for n in primal_nodes])
     graph.tensors.extend(tensors[t] for t in order)
     graph.ops.extend(op_protos)
     return ConvertedGraph(joint=joint, graph=graph, ops=op_infos, op_index=op_index,
