@@ -1,5 +1,9 @@
 #include "adapter/graph_convert.h"
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -216,15 +220,17 @@ absl::StatusOr<planner::Graph> GraphFromProto(const v1::Graph& proto) {
   return std::move(builder).Build();
 }
 
-absl::StatusOr<v1::Graph> GraphSpecsToProto(
-    const planner::GraphBuilder& specs) {
+namespace {
+
+// The declarations as the proto: what GraphSpecsToProto sends and what
+// GraphToProto gives back (a Graph's specs). Output marks are the caller's.
+v1::Graph SpecsProto(const planner::GraphBuilder& specs) {
   v1::Graph proto;
   proto.set_name(specs.name());
   proto.set_batch_size(specs.batch_size());
   for (const auto& [key, value] : specs.metadata()) {
     (*proto.mutable_metadata())[key] = value;
   }
-  absl::flat_hash_map<std::string, v1::Tensor*> by_id;
   for (const planner::TensorSpec& tensor : specs.tensors()) {
     v1::Tensor* out = proto.add_tensors();
     out->set_id(tensor.id);
@@ -237,15 +243,6 @@ absl::StatusOr<v1::Graph> GraphSpecsToProto(
     if (tensor.role_set) out->set_role(RoleToProto(tensor.role));
     out->set_is_output(tensor.is_output);
     if (tensor.batch_dim >= 0) out->set_batch_dim(tensor.batch_dim);
-    by_id.emplace(tensor.id, out);
-  }
-  for (const std::string& id : specs.output_ids()) {
-    auto it = by_id.find(id);
-    if (it == by_id.end()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("tensor '", id, "': marked as output but not declared"));
-    }
-    it->second->set_is_output(true);
   }
   for (const planner::OpSpec& op : specs.ops()) {
     v1::Op* out = proto.add_ops();
@@ -271,6 +268,80 @@ absl::StatusOr<v1::Graph> GraphSpecsToProto(
                                       op.attributes.end());
   }
   return proto;
+}
+
+// A valid graph's declarations, every default resolved: sizes, roles and
+// recomputable flags explicit, ids for indices.
+planner::GraphBuilder SpecsOf(const planner::Graph& graph) {
+  planner::GraphBuilder specs(graph.name());
+  specs.SetBatchSize(graph.batch_size());
+  for (const auto& [key, value] : graph.metadata()) {
+    specs.SetMetadata(key, value);
+  }
+  for (const planner::Tensor& tensor : graph.tensors()) {
+    planner::TensorSpec spec;
+    spec.id = tensor.id;
+    spec.name = tensor.name;
+    spec.shape = tensor.shape;
+    spec.dtype = tensor.dtype;
+    spec.size_bytes = tensor.size_bytes;
+    spec.role_set = true;
+    spec.role = tensor.role;
+    spec.is_output = tensor.is_output;
+    spec.batch_dim = tensor.batch_dim;
+    specs.AddTensor(std::move(spec));
+  }
+  const auto ids_of = [&](const std::vector<planner::TensorIndex>& tensors) {
+    std::vector<std::string> ids;
+    ids.reserve(tensors.size());
+    for (planner::TensorIndex t : tensors) ids.push_back(graph.tensor(t).id);
+    return ids;
+  };
+  for (const planner::Op& op : graph.ops()) {
+    planner::OpSpec spec;
+    spec.id = op.id;
+    spec.name = op.name;
+    spec.op_type = op.op_type;
+    spec.op_class = op.op_class;
+    spec.phase = op.phase;
+    spec.input_ids = ids_of(op.inputs);
+    spec.output_ids = ids_of(op.outputs);
+    spec.flops = op.flops;
+    spec.measured_time_seconds = op.measured_time_seconds;
+    spec.measured_on = op.measured_on;
+    spec.relative_cost = op.relative_cost;
+    spec.workspace_bytes = op.workspace_bytes;
+    spec.recomputable_set = true;
+    spec.recomputable = op.recomputable;
+    // recompute_outputs is kept as its attribute (Build reads it back).
+    spec.attributes = op.attributes;
+    specs.AddOp(std::move(spec));
+  }
+  return specs;
+}
+
+}  // namespace
+
+absl::StatusOr<v1::Graph> GraphSpecsToProto(
+    const planner::GraphBuilder& specs) {
+  v1::Graph proto = SpecsProto(specs);
+  absl::flat_hash_map<std::string, v1::Tensor*> by_id;
+  for (v1::Tensor& tensor : *proto.mutable_tensors()) {
+    by_id.emplace(tensor.id(), &tensor);
+  }
+  for (const std::string& id : specs.output_ids()) {
+    auto it = by_id.find(id);
+    if (it == by_id.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor '", id, "': marked as output but not declared"));
+    }
+    it->second->set_is_output(true);
+  }
+  return proto;
+}
+
+v1::Graph GraphToProto(const planner::Graph& graph) {
+  return SpecsProto(SpecsOf(graph));
 }
 
 absl::StatusOr<planner::MemoryModelOptions> MemoryModelFromProto(

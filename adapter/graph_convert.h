@@ -23,6 +23,15 @@ absl::StatusOr<planner::Graph> GraphFromProto(const v1::Graph& proto);
 // INVALID_ARGUMENT only for an output mark naming no declared tensor.
 absl::StatusOr<v1::Graph> GraphSpecsToProto(const planner::GraphBuilder& specs);
 
+// A validated graph back as a proto that GraphFromProto turns into the same
+// graph: names, batch size, metadata, every tensor (shape, dtype, size, role,
+// batch_dim, output mark) and op (inputs and outputs in order, phase, class,
+// costs, workspace, recomputable, attributes with recompute_outputs), with
+// the defaults Build resolved written out (so its fingerprint is not the
+// original proto's). For echod's OPTIMAL child process, which reads the
+// graph proto, when the request named a registered graph.
+v1::Graph GraphToProto(const planner::Graph& graph);
+
 absl::StatusOr<planner::MemoryModelOptions> MemoryModelFromProto(
     const v1::AllocatorModel& allocator);
 

@@ -20,7 +20,7 @@
 //   echoctl frontier (--graph G | --fingerprint F) [--device NAME]
 //                    [--max_points N]
 //   echoctl profile (--graph G | --fingerprint F) [--force]
-//   echoctl report --graph G --html OUT.html [--policy P]
+//   echoctl report (--graph G | --fingerprint F) --html OUT.html [--policy P]
 //                  [--memory_limit_bytes N | --max_overhead_ratio R]
 //                  [--device NAME] [--live_tensors K] [--timeline_points N]
 //                  [--max_points N] [--allocator_rounding_bytes N]

@@ -1,15 +1,19 @@
 // echoctl report: EstimateMemory and GenerateRecomputePlan with their
-// memory timelines, and GetMemoryFrontier, drawn as one HTML page.
+// memory timelines, and GetMemoryFrontier, drawn as one HTML page. The graph
+// is registered once and the three are asked by its fingerprint.
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/echoctl_commands.h"
 #include "client/html_report.h"
+#include "client/registered_graph.h"
 #include "planner/byte_size.h"
 
 namespace echo::client {
@@ -43,37 +47,47 @@ bool WriteFile(const std::string& path, const std::string& contents) {
 }  // namespace
 
 int RunReport(PlannerClient& client, const EchoctlFlags& flags) {
-  v1::Graph graph;
-  if (!LoadGraph(flags, &graph)) return 1;
+  // Three questions about one graph: registered once, then asked by
+  // fingerprint.
+  std::optional<RegisteredGraph> registered;
+  if (!flags.fingerprint.empty()) {
+    registered = RegisteredGraph::Known(client, flags.fingerprint);
+  } else {
+    v1::Graph graph;
+    if (!LoadGraph(flags, &graph)) return 1;
+    absl::StatusOr<RegisteredGraph> registration =
+        RegisteredGraph::Register(client, std::move(graph));
+    if (!registration.ok()) return RpcError(registration.status());
+    registered = *std::move(registration);
+  }
 
   v1::EstimateMemoryRequest estimate_request;
-  *estimate_request.mutable_graph() = graph;
   FillEstimateRequest(flags, &estimate_request);
   estimate_request.set_include_timeline(true);
   estimate_request.set_timeline_max_points(flags.timeline_points);
-  absl::StatusOr<v1::EstimateMemoryResponse> estimate =
-      client.EstimateMemory(estimate_request);
+  absl::StatusOr<v1::EstimateMemoryResponse> estimate = registered->Ask(
+      &PlannerClient::EstimateMemory, std::move(estimate_request));
   if (!estimate.ok()) return RpcError(estimate.status());
 
   v1::GenerateRecomputePlanRequest plan_request;
-  *plan_request.mutable_graph() = graph;
   FillPlanRequest(flags, &plan_request);
   plan_request.set_include_timeline(true);
   plan_request.set_timeline_max_points(flags.timeline_points);
   plan_request.set_max_live_tensors(flags.live_tensors);
-  absl::StatusOr<v1::GenerateRecomputePlanResponse> plan =
-      client.GenerateRecomputePlan(plan_request);
+  absl::StatusOr<v1::GenerateRecomputePlanResponse> plan = registered->Ask(
+      &PlannerClient::GenerateRecomputePlan, std::move(plan_request));
   if (!plan.ok()) return RpcError(plan.status());
 
   v1::GetMemoryFrontierRequest frontier_request;
-  *frontier_request.mutable_graph() = std::move(graph);
   FillFrontierRequest(flags, &frontier_request);
-  absl::StatusOr<v1::GetMemoryFrontierResponse> frontier =
-      client.GetMemoryFrontier(frontier_request);
+  absl::StatusOr<v1::GetMemoryFrontierResponse> frontier = registered->Ask(
+      &PlannerClient::GetMemoryFrontier, std::move(frontier_request));
   if (!frontier.ok()) return RpcError(frontier.status());
 
   ReportInputs inputs;
-  inputs.graph_label = flags.graph;
+  inputs.graph_label = flags.fingerprint.empty()
+                           ? flags.graph
+                           : "fingerprint " + flags.fingerprint;
   inputs.device = flags.device;
   inputs.budget = DescribeBudget(flags);
   inputs.estimate = *std::move(estimate);

@@ -55,8 +55,10 @@ class OptimalWorker {
   // is missing.
   absl::Status CheckUsable() const;
 
-  // Plans `request` (policy OPTIMAL) with the caller's op costs in a child
-  // process; `interrupted` is polled every 10 ms.
+  // Plans `request` (policy OPTIMAL, its graph inline: the child reads the
+  // proto, and PlannerService::PlanOptimal converts a registered graph back)
+  // with the caller's op costs in a child process; `interrupted` is polled
+  // every 10 ms.
   absl::StatusOr<v1::GenerateRecomputePlanResponse> Plan(
       const v1::GenerateRecomputePlanRequest& request,
       const std::vector<double>& op_costs, double solver_time_limit_seconds,

@@ -251,9 +251,19 @@ absl::Status PlannerService::PlanOptimal(
   const std::vector<double> costs = costed.costs.Costs();
   RETURN_IF_ERROR(
       planner::PrecheckRecomputePlan(*costed.graph, costs, options));
-  ASSIGN_OR_RETURN(*response, optimal_.Plan(request, costs,
-                                            options.solver_time_limit_seconds,
-                                            options.interrupted));
+  // The child reads the graph proto; the registry keeps the planner's graph
+  // only, so a registered graph is sent as the proto it converts back to.
+  v1::GenerateRecomputePlanRequest with_graph;
+  const v1::GenerateRecomputePlanRequest* sent = &request;
+  if (!request.has_graph()) {
+    with_graph = request;
+    with_graph.clear_graph_fingerprint();
+    *with_graph.mutable_graph() = adapter::GraphToProto(*costed.graph);
+    sent = &with_graph;
+  }
+  ASSIGN_OR_RETURN(
+      *response, optimal_.Plan(*sent, costs, options.solver_time_limit_seconds,
+                               options.interrupted));
   return absl::OkStatus();
 }
 
@@ -360,14 +370,6 @@ absl::Status PlannerService::DoGenerateRecomputePlan(
   options.interrupted = InterruptFor(context);
   const std::string policy(planner::RecomputePolicyName(options.policy));
   ASSIGN_OR_RETURN(const GraphRef ref, ResolveGraph(request));
-  if (options.policy == planner::RecomputePolicy::kOptimal &&
-      !ref.fingerprint.empty()) {
-    // The solver's child process reads the graph proto; the registry keeps
-    // the planner's graph only.
-    return absl::FailedPreconditionError(
-        "policy OPTIMAL needs the graph in the request, not a "
-        "graph_fingerprint");
-  }
   absl::StatusOr<CostedGraph> costed =
       PrepareGraph("GenerateRecomputePlan", ref.graph, &request.device());
   absl::Status planned = costed.status();

@@ -1,7 +1,8 @@
-// Policy OPTIMAL in echo_milp_worker child processes: plans as before, a
-// solver crash is INTERNAL for that request only, the address-space limit
-// is RESOURCE_EXHAUSTED, a too-big model never starts a child, and deadlines
-// and drains kill the child (in-process echod; SIGTERM to a real echod).
+// Policy OPTIMAL in echo_milp_worker child processes: plans as before (by
+// fingerprint too), a solver crash is INTERNAL for that request only, the
+// address-space limit is RESOURCE_EXHAUSTED, a too-big model never starts a
+// child, and deadlines and drains kill the child (in-process echod; SIGTERM to
+// a real echod).
 #include "server/optimal_worker.h"
 
 #include <signal.h>
@@ -270,6 +271,56 @@ TEST_F(OptimalWorkerTest, ATooBigModelIsRefusedBeforeAChildStarts) {
   EXPECT_EQ(plan.status().code(), absl::StatusCode::kInternal);
   EXPECT_THAT(std::string(plan.status().message()),
               HasSubstr("exited with status 1"));
+}
+
+// A registered graph: echod sends the child its graph converted back to a
+// proto (adapter::GraphToProto), and the plan is the inline graph's.
+TEST_F(OptimalWorkerTest, ARegisteredGraphPlansAsTheGraphInline) {
+  StartServer();
+  // VGG16 at 0.9x: CBC proves the optimum in about 1 s, so both solves end
+  // at the same optimum, not at a time limit.
+  v1::GenerateRecomputePlanRequest inline_request =
+      OptimalRequest("vgg16_b256_train", 0.9, 30 * testing::kTimeScale);
+  inline_request.set_include_timeline(true);
+  v1::RegisterGraphRequest registration;
+  *registration.mutable_graph() = inline_request.graph();
+  ASSERT_OK_AND_ASSIGN(const v1::RegisterGraphResponse registered,
+                       client_->RegisterGraph(registration));
+  v1::GenerateRecomputePlanRequest by_fingerprint = inline_request;
+  by_fingerprint.clear_graph();
+  by_fingerprint.set_graph_fingerprint(registered.graph_fingerprint());
+
+  ASSERT_OK_AND_ASSIGN(const v1::GenerateRecomputePlanResponse inline_plan,
+                       client_->GenerateRecomputePlan(inline_request));
+  ASSERT_OK_AND_ASSIGN(const v1::GenerateRecomputePlanResponse plan,
+                       client_->GenerateRecomputePlan(by_fingerprint));
+  EXPECT_EQ(plan.policy(), v1::RECOMPUTE_POLICY_OPTIMAL);
+  EXPECT_EQ(plan.solver_status(), "optimal");
+  EXPECT_EQ(inline_plan.solver_status(), "optimal");
+  EXPECT_TRUE(plan.feasible());
+  EXPECT_EQ(plan.baseline_peak_bytes(), 15825108992);
+  EXPECT_EQ(plan.planned_peak_bytes(), inline_plan.planned_peak_bytes());
+  EXPECT_LE(plan.planned_peak_bytes(), inline_request.memory_limit_bytes());
+  EXPECT_EQ(plan.recompute_cost(), inline_plan.recompute_cost());
+  EXPECT_EQ(plan.plan_fingerprint(), inline_plan.plan_fingerprint());
+  ASSERT_EQ(plan.schedule_size(), inline_plan.schedule_size());
+  for (int i = 0; i < plan.schedule_size(); ++i) {
+    EXPECT_EQ(plan.schedule(i).op_id(), inline_plan.schedule(i).op_id()) << i;
+    EXPECT_EQ(plan.schedule(i).recompute(), inline_plan.schedule(i).recompute())
+        << i;
+  }
+  EXPECT_EQ(plan.cost_unit(), "relative");
+  // The timeline is replayed by echod on the registered graph.
+  EXPECT_EQ(plan.timeline().peak_bytes(), plan.planned_peak_bytes());
+
+  // Asked again: the cached answer, no third solve.
+  ASSERT_OK_AND_ASSIGN(const v1::GenerateRecomputePlanResponse cached,
+                       client_->GenerateRecomputePlan(by_fingerprint));
+  EXPECT_EQ(cached.plan_fingerprint(), plan.plan_fingerprint());
+  EXPECT_THAT(
+      testing::HttpGet(server_->metrics_endpoint(), "/metrics"),
+      HasSubstr("echo_plans_total{outcome=\"feasible\",policy=\"optimal\"} 2"));
+  ExpectServingWithoutWorkers();
 }
 
 TEST_F(OptimalWorkerTest, AMissingWorkerPathIsRefusedAtStart) {

@@ -1,5 +1,6 @@
 // echod in-process: the graph registry (RegisterGraph, fingerprint-only
-// calls, eviction, cached answers and their metrics), CheckFit over many
+// calls, eviction, cached answers and their metrics, the client's
+// RegisteredGraph), CheckFit over many
 // devices, and plans with named, sorted regions.
 #include <algorithm>
 #include <chrono>
@@ -13,6 +14,7 @@
 #include "adapter/graph_convert.h"
 #include "adapter/graph_file.h"
 #include "client/planner_client.h"
+#include "client/registered_graph.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "http_get.h"
@@ -20,6 +22,7 @@
 #include "planner/device_catalog.h"
 #include "planner/memory_simulator.h"
 #include "server/echo_server.h"
+#include "server/graph_registry.h"
 #include "tests/unit/test_util.h"
 
 namespace echo {
@@ -136,6 +139,62 @@ TEST_F(RegistryTest, EvictedFingerprintIsNotFoundUntilReRegistered) {
   EXPECT_THAT(metrics,
               HasSubstr("echo_cache_evictions_total{cache=\"graph\"} 2"));
   EXPECT_THAT(metrics, HasSubstr("echo_cache_entries{cache=\"graph\"} 1"));
+}
+
+// echoctl report's way (client/registered_graph.h): registered once, asked
+// by fingerprint, registered again when evicted, and only then.
+TEST_F(RegistryTest, RegisteredGraphRegistersAgainOnlyWhenEvicted) {
+  server::ServerOptions options;
+  options.graph_cache_bytes = 40 << 10;  // room for one of the two graphs
+  Start(options);
+  const v1::Graph vgg16 = LoadGraph("checkmate/vgg16_b256_train.json");
+  ASSERT_OK_AND_ASSIGN(client::RegisteredGraph registered,
+                       client::RegisteredGraph::Register(*client_, vgg16));
+  EXPECT_EQ(registered.fingerprint(), server::GraphFingerprint(vgg16));
+  ASSERT_OK_AND_ASSIGN(const v1::EstimateMemoryResponse estimate,
+                       registered.Ask(&client::PlannerClient::EstimateMemory,
+                                      v1::EstimateMemoryRequest()));
+  EXPECT_EQ(estimate.peak_bytes(), 15825108992);
+  EXPECT_EQ(registered.registrations(), 1);
+
+  Register(LoadGraph("checkmate/vgg19_b256_train.json"));  // evicts vgg16
+  v1::GenerateRecomputePlanRequest plan;
+  plan.set_max_overhead_ratio(0.05);
+  ASSERT_OK_AND_ASSIGN(
+      const v1::GenerateRecomputePlanResponse by_fingerprint,
+      registered.Ask(&client::PlannerClient::GenerateRecomputePlan, plan));
+  EXPECT_EQ(registered.registrations(), 2);
+  *plan.mutable_graph() = vgg16;
+  ASSERT_OK_AND_ASSIGN(const v1::GenerateRecomputePlanResponse inline_plan,
+                       client_->GenerateRecomputePlan(plan));
+  EXPECT_EQ(by_fingerprint.planned_peak_bytes(),
+            inline_plan.planned_peak_bytes());
+  EXPECT_EQ(by_fingerprint.plan_fingerprint(), inline_plan.plan_fingerprint());
+
+  // NOT_FOUND about something else is the answer, not an eviction.
+  v1::EstimateMemoryRequest unknown_device;
+  unknown_device.mutable_device()->set_name("no-such-gpu");
+  const absl::Status status =
+      registered.Ask(&client::PlannerClient::EstimateMemory, unknown_device)
+          .status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kNotFound) << status;
+  EXPECT_THAT(status.message(), HasSubstr("no-such-gpu"));
+  EXPECT_EQ(registered.registrations(), 2);
+}
+
+TEST_F(RegistryTest, RegisteredGraphTooBigForTheRegistryIsSentInline) {
+  server::ServerOptions options;
+  options.graph_cache_bytes = 1 << 10;
+  Start(options);
+  const v1::Graph vgg16 = LoadGraph("checkmate/vgg16_b256_train.json");
+  ASSERT_OK_AND_ASSIGN(client::RegisteredGraph registered,
+                       client::RegisteredGraph::Register(*client_, vgg16));
+  EXPECT_EQ(registered.fingerprint(), "");
+  ASSERT_OK_AND_ASSIGN(const v1::EstimateMemoryResponse estimate,
+                       registered.Ask(&client::PlannerClient::EstimateMemory,
+                                      v1::EstimateMemoryRequest()));
+  EXPECT_EQ(estimate.peak_bytes(), 15825108992);
+  EXPECT_EQ(registered.registrations(), 1);
 }
 
 TEST_F(RegistryTest, RepeatedQuestionsComeFromTheCache) {

@@ -1,10 +1,13 @@
 // The adapter's graph conversions: importer declarations become the proto
-// without a Graph (the server validates once), and mean what the IR means.
+// without a Graph (the server validates once), and mean what the IR means;
+// a Graph back to the proto (GraphToProto) is the same graph again.
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "adapter/graph_convert.h"
 #include "adapter/graph_file.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "planner/checkmate_import.h"
 #include "planner/memory_simulator.h"
@@ -93,6 +96,127 @@ TEST(GraphSpecsToProtoTest, ValidationIsTheServersOnly) {
   specs.MarkOutputs({"nowhere"});
   EXPECT_EQ(GraphSpecsToProto(specs).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// Every field the IR keeps, a against b (b: a through GraphToProto and
+// GraphFromProto).
+void ExpectSameGraph(const planner::Graph& a, const planner::Graph& b) {
+  EXPECT_EQ(a.name(), b.name());
+  EXPECT_EQ(a.batch_size(), b.batch_size());
+  EXPECT_EQ(a.metadata(), b.metadata());
+  ASSERT_EQ(a.num_tensors(), b.num_tensors());
+  for (planner::TensorIndex t = 0; t < a.num_tensors(); ++t) {
+    const planner::Tensor& x = a.tensor(t);
+    const planner::Tensor& y = b.tensor(t);
+    EXPECT_EQ(x.id, y.id);
+    EXPECT_EQ(x.name, y.name) << x.id;
+    EXPECT_EQ(x.shape, y.shape) << x.id;
+    EXPECT_EQ(x.dtype, y.dtype) << x.id;
+    EXPECT_EQ(x.size_bytes, y.size_bytes) << x.id;
+    EXPECT_EQ(x.role, y.role) << x.id;
+    EXPECT_EQ(x.is_output, y.is_output) << x.id;
+    EXPECT_EQ(x.batch_dim, y.batch_dim) << x.id;
+    EXPECT_EQ(x.producer, y.producer) << x.id;
+    EXPECT_EQ(x.readers, y.readers) << x.id;
+  }
+  ASSERT_EQ(a.num_ops(), b.num_ops());
+  for (planner::OpIndex o = 0; o < a.num_ops(); ++o) {
+    const planner::Op& x = a.op(o);
+    const planner::Op& y = b.op(o);
+    EXPECT_EQ(x.id, y.id);
+    EXPECT_EQ(x.name, y.name) << x.id;
+    EXPECT_EQ(x.op_type, y.op_type) << x.id;
+    EXPECT_EQ(x.op_class, y.op_class) << x.id;
+    EXPECT_EQ(x.phase, y.phase) << x.id;
+    EXPECT_EQ(x.inputs, y.inputs) << x.id;
+    EXPECT_EQ(x.outputs, y.outputs) << x.id;
+    EXPECT_EQ(x.flops, y.flops) << x.id;
+    EXPECT_EQ(x.measured_time_seconds, y.measured_time_seconds) << x.id;
+    EXPECT_EQ(x.measured_on, y.measured_on) << x.id;
+    EXPECT_EQ(x.relative_cost, y.relative_cost) << x.id;
+    EXPECT_EQ(x.workspace_bytes, y.workspace_bytes) << x.id;
+    EXPECT_EQ(x.recomputable, y.recomputable) << x.id;
+    EXPECT_EQ(x.recompute_outputs, y.recompute_outputs) << x.id;
+    EXPECT_EQ(x.attributes, y.attributes) << x.id;
+  }
+}
+
+// proto -> IR -> proto -> IR: the same graph and plain peak, and the second
+// proto is the first again (nothing left to resolve).
+void ExpectRoundTrip(const v1::Graph& original) {
+  ASSERT_OK_AND_ASSIGN(const planner::Graph graph, GraphFromProto(original));
+  const v1::Graph proto = GraphToProto(graph);
+  ASSERT_OK_AND_ASSIGN(const planner::Graph again, GraphFromProto(proto));
+  ExpectSameGraph(graph, again);
+  planner::MemoryModelOptions rounded;
+  rounded.rounding_bytes = 512;
+  EXPECT_EQ(planner::SimulatePlain(again, {}).peak_bytes,
+            planner::SimulatePlain(graph, {}).peak_bytes);
+  EXPECT_EQ(planner::SimulatePlain(again, rounded).peak_bytes,
+            planner::SimulatePlain(graph, rounded).peak_bytes);
+  // Compared field by field (maps serialize in any order); not printed:
+  // a fixture is megabytes.
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(
+      GraphToProto(again), proto));
+}
+
+class GraphToProtoFixtureTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(GraphToProtoFixtureTest, RoundTripIsTheSameGraph) {
+  ASSERT_OK_AND_ASSIGN(
+      const v1::Graph original,
+      LoadGraphFile(absl::StrCat(ECHO_TEST_DATA_DIR, "/", GetParam())));
+  ExpectRoundTrip(original);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, GraphToProtoFixtureTest,
+                         ::testing::Values("graphs/resnet50.pb",
+                                           "graphs/transformer.pb",
+                                           "graphs/gpt.pb", "graphs/nmt.pb",
+                                           "graphs/deepspeech2.pb",
+                                           "checkmate/vgg16_b256_train.json"));
+
+TEST(GraphToProtoTest, KeepsWhatTheFixturesLeaveOut) {
+  // Batch dimensions, a shapeless per-sample size, a partial re-execution,
+  // workspace, FLOPs, every phase, unset and explicit flags and roles.
+  constexpr char kEveryField[] = R"(
+    graph everything
+    batch 4
+    tensor x f32[B,8] input
+    tensor w bf16[8,8] parameter
+    tensor m 256 optimizer_state
+    op mm fwd gemm x w x -> h:f32[B,8] flops=1e6 ws=4096 time=0.5 on=a100-80gb type=aten::mm name=fc1
+    op bn fwd norm h -> y:f32[B,8] s:64*B recompute_outputs=1 cost=2
+    op drop fwd random y -> d:f32[B,8] recompute
+    op loss fwd reduction d -> l:f32[1] norecompute
+    op grad bwd gemm l h w -> gw:bf16[8,8]
+    op step opt elementwise w gw m -> w2:bf16[8,8]
+    output l
+  )";
+  ASSERT_OK_AND_ASSIGN(planner::GraphBuilder specs,
+                       planner::ParseTextGraphSpecs(kEveryField));
+  specs.SetMetadata("framework", "torch 2.4");
+  ASSERT_OK_AND_ASSIGN(const v1::Graph original, GraphSpecsToProto(specs));
+  ExpectRoundTrip(original);
+
+  ASSERT_OK_AND_ASSIGN(const planner::Graph graph, GraphFromProto(original));
+  const v1::Graph proto = GraphToProto(graph);
+  EXPECT_EQ(proto.batch_size(), 4);
+  EXPECT_EQ(proto.metadata().at("framework"), "torch 2.4");
+  const v1::Op& bn = proto.ops(1);
+  EXPECT_EQ(bn.attributes().at(planner::kRecomputeOutputsAttribute), "1");
+  EXPECT_EQ(graph.op(1).recompute_outputs, 1);
+  // Defaults Build resolved are written out: roles, sizes, recomputable.
+  EXPECT_EQ(proto.tensors(0).role(), v1::TENSOR_ROLE_INPUT);
+  EXPECT_EQ(proto.tensors(0).batch_dim(), 0);
+  EXPECT_EQ(proto.tensors(0).size_bytes(), 4 * 8 * 4);
+  EXPECT_EQ(proto.ops(0).input_ids_size(), 3);  // the repeat is kept
+  EXPECT_EQ(proto.ops(0).workspace_bytes(), 4096);
+  EXPECT_EQ(proto.ops(0).flops(), 1e6);
+  EXPECT_TRUE(proto.ops(2).has_recomputable());
+  EXPECT_TRUE(proto.ops(2).recomputable());  // RANDOM, asked for
+  EXPECT_FALSE(proto.ops(3).recomputable());
+  EXPECT_EQ(proto.ops(5).phase(), v1::PHASE_OPTIMIZER);
 }
 
 }  // namespace
