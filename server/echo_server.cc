@@ -75,8 +75,9 @@ absl::StatusOr<std::unique_ptr<EchoServer>> EchoServer::Start(
   server->service_ = std::make_unique<PlannerService>(
       PlannerServiceOptions{
           options.max_concurrent_requests, options.worker_threads,
-          options.heavy_graph_ops, server->authorizer_.get(), options.optimal,
-          options.graph_cache_bytes, options.answer_cache_bytes},
+          options.heavy_graph_ops, options.max_inline_request_bytes,
+          server->authorizer_.get(), options.optimal, options.graph_cache_bytes,
+          options.answer_cache_bytes},
       server->metrics_.get(), server->profiler_.get());
   if (absl::Status usable = server->service_->optimal_worker().CheckUsable();
       !usable.ok()) {

@@ -25,6 +25,7 @@ struct ServerOptions {
   // The worker pool for heavy requests (PlannerServiceOptions).
   int worker_threads = 0;
   int heavy_graph_ops = kDefaultHeavyGraphOps;
+  int64_t max_inline_request_bytes = kDefaultMaxInlineRequestBytes;
   // The graph registry's and the answer cache's bounds.
   int64_t graph_cache_bytes = kDefaultGraphCacheBytes;
   int64_t answer_cache_bytes = kDefaultAnswerCacheBytes;

@@ -15,10 +15,6 @@
 #include "planner/recompute/recompute_planner.h"
 #include "planner/status_macros.h"
 #include "server/call_context.h"
-#include "server/guarded_call.h"
-#include "server/request_codec.h"
-#include "server/status_map.h"
-#include "spdlog/spdlog.h"
 
 #ifndef ECHO_VERSION
 #define ECHO_VERSION "dev"
@@ -103,113 +99,6 @@ planner::Interrupt PlannerService::InterruptFor(
   };
 }
 
-template <typename Request, typename Response>
-grpc::ServerUnaryReactor* PlannerService::ServeRaw(
-    grpc::CallbackServerContext* context, const char* method,
-    const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response,
-    bool metered, Lane (PlannerService::*lane_of)(const Request&) const,
-    absl::Status (PlannerService::*handle)(grpc::CallbackServerContext*,
-                                           const Request&, Response*)) {
-  const auto start = std::chrono::steady_clock::now();
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  // Authentication and authorization first: a refused caller takes no
-  // slot and costs no parse.
-  if (options_.authorizer != nullptr) {
-    const absl::Status authorized = options_.authorizer->Authorize(
-        method, CallAuthorizer::CredentialsOf(*context));
-    if (!authorized.ok()) {
-      Complete(context, reactor, method, start, false, authorized);
-      return reactor;
-    }
-  }
-  // Admission before parsing: a refused call costs no parse.
-  if (metered) {
-    if (absl::Status admitted = Admit(); !admitted.ok()) {
-      Complete(context, reactor, method, start, true, admitted);
-      return reactor;
-    }
-  }
-  // Shared: the handler may run on a worker after this returns.
-  auto call = std::make_shared<std::pair<Request, Response>>();
-  const absl::Status parsed = RunGuarded(
-      method, [&] { return ParseRequest(*raw_request, &call->first); });
-  if (!parsed.ok()) {
-    Complete(context, reactor, method, start, metered, parsed);
-    return reactor;
-  }
-  // A question about a registered graph asked before: its cached answer.
-  std::string answer_key = AnswerKeyOf(method, call->first);
-  if (!answer_key.empty()) {
-    if (std::optional<std::string> cached = registry_->FindAnswer(answer_key)) {
-      Complete(context, reactor, method, start, metered,
-               RunGuarded(method, [&]() -> absl::Status {
-                 if (!call->second.ParseFromString(*cached)) {
-                   return absl::InternalError("a cached answer is corrupt");
-                 }
-                 return SerializeResponse(call->second, raw_response);
-               }));
-      return reactor;
-    }
-  }
-  auto run = [this, context, reactor, method, start, metered, raw_response,
-              handle, call, answer_key = std::move(answer_key)] {
-    Complete(
-        context, reactor, method, start, metered,
-        RunGuarded(method, [&]() -> absl::Status {
-          RETURN_IF_ERROR((this->*handle)(context, call->first, &call->second));
-          if (!answer_key.empty()) {
-            registry_->StoreAnswer(answer_key,
-                                   call->second.SerializeAsString());
-          }
-          return SerializeResponse(call->second, raw_response);
-        }));
-  };
-  if ((this->*lane_of)(call->first) == Lane::kInline) {
-    run();
-  } else if (!workers_->TrySubmit(std::move(run))) {
-    Complete(context, reactor, method, start, metered,
-             absl::ResourceExhaustedError(
-                 "echod's worker queue is full; retry with backoff"));
-  }
-  return reactor;
-}
-
-absl::Status PlannerService::Admit() {
-  const int in_flight = in_flight_.fetch_add(1) + 1;
-  if (draining_) {
-    return absl::UnavailableError("echod is draining; retry on another node");
-  }
-  if (in_flight > options_.max_concurrent_requests) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "echod is overloaded: ", in_flight - 1, " requests in flight (max ",
-        options_.max_concurrent_requests, "); retry with backoff"));
-  }
-  return absl::OkStatus();
-}
-
-void PlannerService::Complete(grpc::CallbackServerContext* context,
-                              grpc::ServerUnaryReactor* reactor,
-                              const char* method,
-                              std::chrono::steady_clock::time_point start,
-                              bool admitted, const absl::Status& status) {
-  if (admitted) in_flight_.fetch_sub(1);
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-          .count();
-  const grpc::Status grpc_status = ToGrpcStatus(status);
-  if (metrics_ != nullptr) {
-    metrics_->RecordRequest(method, grpc_status.error_code(), seconds);
-  }
-  if (status.ok()) {
-    spdlog::debug("{} from {}: OK in {:.3f} ms", method, context->peer(),
-                  seconds * 1e3);
-  } else {
-    spdlog::warn("{} from {}: {} in {:.3f} ms", method, context->peer(),
-                 status.ToString(), seconds * 1e3);
-  }
-  reactor->Finish(grpc_status);
-}
-
 absl::StatusOr<PlannerService::CostedGraph> PlannerService::PrepareGraph(
     const char* method, std::shared_ptr<const planner::Graph> graph,
     const v1::DeviceSpec* device) {
@@ -224,22 +113,6 @@ absl::StatusOr<PlannerService::CostedGraph> PlannerService::PrepareGraph(
   ASSIGN_OR_RETURN(planner::CostTable costs,
                    planner::EstimateOpCosts(*graph, device_ptr, profiled));
   return CostedGraph{std::move(graph), std::move(resolved), std::move(costs)};
-}
-
-grpc::ServerUnaryReactor* PlannerService::EstimateMemory(
-    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
-    grpc::ByteBuffer* response) {
-  return ServeRaw(context, "EstimateMemory", request, response,
-                  /*metered=*/true, &PlannerService::EstimateLane,
-                  &PlannerService::DoEstimateMemory);
-}
-
-grpc::ServerUnaryReactor* PlannerService::GenerateRecomputePlan(
-    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
-    grpc::ByteBuffer* response) {
-  return ServeRaw(context, "GenerateRecomputePlan", request, response,
-                  /*metered=*/true, &PlannerService::PlanLane,
-                  &PlannerService::DoGenerateRecomputePlan);
 }
 
 absl::Status PlannerService::PlanOptimal(
@@ -265,72 +138,6 @@ absl::Status PlannerService::PlanOptimal(
       *response, optimal_.Plan(*sent, costs, options.solver_time_limit_seconds,
                                options.interrupted));
   return absl::OkStatus();
-}
-
-grpc::ServerUnaryReactor* PlannerService::CheckFit(
-    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
-    grpc::ByteBuffer* response) {
-  return ServeRaw(context, "CheckFit", request, response, /*metered=*/true,
-                  &PlannerService::FitLane, &PlannerService::DoCheckFit);
-}
-
-grpc::ServerUnaryReactor* PlannerService::FindMaxBatchSize(
-    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
-    grpc::ByteBuffer* response) {
-  return ServeRaw(context, "FindMaxBatchSize", request, response,
-                  /*metered=*/true, &PlannerService::MaxBatchLane,
-                  &PlannerService::DoFindMaxBatchSize);
-}
-
-grpc::ServerUnaryReactor* PlannerService::GetMemoryFrontier(
-    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
-    grpc::ByteBuffer* response) {
-  return ServeRaw(context, "GetMemoryFrontier", request, response,
-                  /*metered=*/true, &PlannerService::FrontierLane,
-                  &PlannerService::DoGetMemoryFrontier);
-}
-
-grpc::ServerUnaryReactor* PlannerService::ProfileOps(
-    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
-    grpc::ByteBuffer* response) {
-  return ServeRaw(context, "ProfileOps", request, response, /*metered=*/true,
-                  &PlannerService::ProfileLane, &PlannerService::DoProfileOps);
-}
-
-grpc::ServerUnaryReactor* PlannerService::GetNodeInfo(
-    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
-    grpc::ByteBuffer* response) {
-  return ServeRaw(context, "GetNodeInfo", request, response, /*metered=*/false,
-                  &PlannerService::InfoLane, &PlannerService::DoGetNodeInfo);
-}
-
-PlannerService::Lane PlannerService::LaneFor(
-    const v1::Graph& graph, const std::string& fingerprint) const {
-  // A registered graph's size is not known before it is resolved; its
-  // cached answers never get here.
-  if (!fingerprint.empty()) return Lane::kPool;
-  return graph.ops_size() >= options_.heavy_graph_ops ? Lane::kPool
-                                                      : Lane::kInline;
-}
-
-PlannerService::Lane PlannerService::EstimateLane(
-    const v1::EstimateMemoryRequest& request) const {
-  return LaneFor(request.graph(), request.graph_fingerprint());
-}
-
-PlannerService::Lane PlannerService::PlanLane(
-    const v1::GenerateRecomputePlanRequest& request) const {
-  return request.policy() == v1::RECOMPUTE_POLICY_OPTIMAL
-             ? Lane::kPool
-             : LaneFor(request.graph(), request.graph_fingerprint());
-}
-
-PlannerService::Lane PlannerService::FitLane(
-    const v1::CheckFitRequest& request) const {
-  // Several devices: several plans.
-  return request.device_names_size() > 1
-             ? Lane::kPool
-             : LaneFor(request.graph(), request.graph_fingerprint());
 }
 
 absl::Status PlannerService::DoEstimateMemory(
@@ -445,14 +252,6 @@ absl::Status PlannerService::DoProfileOps(grpc::CallbackServerContext* context,
   // Profiled times change op costs: cached answers may be stale.
   registry_->ClearAnswers();
   return absl::OkStatus();
-}
-
-grpc::ServerUnaryReactor* PlannerService::RegisterGraph(
-    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
-    grpc::ByteBuffer* response) {
-  return ServeRaw(context, "RegisterGraph", request, response,
-                  /*metered=*/true, &PlannerService::RegisterLane,
-                  &PlannerService::DoRegisterGraph);
 }
 
 absl::Status PlannerService::DoRegisterGraph(

@@ -41,6 +41,10 @@ inline constexpr int kWorkerNiceIncrement = 10;
 
 // Graphs with at least this many ops are planned on the worker pool.
 inline constexpr int kDefaultHeavyGraphOps = 1000;
+// Requests of more bytes are parsed on the worker pool, not on gRPC's
+// threads (which also answer health checks). About 1,700 ops: graphs that
+// big are planned on the pool anyway (DeepSpeech2: 153 bytes an op).
+inline constexpr int64_t kDefaultMaxInlineRequestBytes = int64_t{256} << 10;
 
 struct PlannerServiceOptions {
   // Requests beyond this many in flight get RESOURCE_EXHAUSTED.
@@ -50,6 +54,9 @@ struct PlannerServiceOptions {
   // 0: the machine's hardware threads, at least 2.
   int worker_threads = 0;
   int heavy_graph_ops = kDefaultHeavyGraphOps;
+  // A request of more bytes is parsed, and served whatever its lane, on the
+  // worker pool: the lane is picked from the raw size before parsing.
+  int64_t max_inline_request_bytes = kDefaultMaxInlineRequestBytes;
   // Checks every call's credentials first; nullptr: all calls allowed.
   // Must outlive the service.
   const CallAuthorizer* authorizer = nullptr;
@@ -165,29 +172,47 @@ class PlannerService final : public RawPlannerService {
   // worker pool (heavy work).
   enum class Lane { kInline, kPool };
 
+  // A call as gRPC hands it over, before its request is parsed.
+  struct RawCall {
+    grpc::CallbackServerContext* context;
+    grpc::ServerUnaryReactor* reactor;
+    const char* method;
+    std::chrono::steady_clock::time_point start;
+    bool admitted;  // holds an admission slot, for Complete to release
+    const grpc::ByteBuffer* request;
+    grpc::ByteBuffer* response;
+  };
+  template <typename Request, typename Response>
+  using Handler = absl::Status (PlannerService::*)(grpc::CallbackServerContext*,
+                                                   const Request&, Response*);
+
   // Admission control when `metered` (GetNodeInfo is not: it answers
-  // whatever the load), then parses the request, answers a question about a
-  // registered graph asked before from the answer cache, else picks its
-  // lane with `lane_of`, runs `handle` there (caching the answer of a
-  // registered graph) and serializes the response; times, counts, logs and
-  // finishes the call.
+  // whatever the load), then Serve: on the calling thread, or on the
+  // worker pool when the request has more than max_inline_request_bytes.
   template <typename Request, typename Response>
   grpc::ServerUnaryReactor* ServeRaw(
       grpc::CallbackServerContext* context, const char* method,
       const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response,
       bool metered, Lane (PlannerService::*lane_of)(const Request&) const,
-      absl::Status (PlannerService::*handle)(grpc::CallbackServerContext*,
-                                             const Request&, Response*));
+      Handler<Request, Response> handle);
+  // Parses the request, answers a question about a registered graph asked
+  // before from the answer cache, else runs `handle` in the lane `lane_of`
+  // picks (here when `on_worker`), caching the answer of a registered graph
+  // and serializing the response; Complete ends the call on every path.
+  template <typename Request, typename Response>
+  void Serve(const RawCall& call, bool on_worker,
+             Lane (PlannerService::*lane_of)(const Request&) const,
+             Handler<Request, Response> handle);
+  // Queues `task` on the worker pool; a full queue ends the call with
+  // RESOURCE_EXHAUSTED.
+  void Submit(const RawCall& call, std::function<void()> task);
   // Takes an admission slot; the error (UNAVAILABLE while draining,
   // RESOURCE_EXHAUSTED beyond max_concurrent_requests) still holds it, for
   // Complete to release.
   absl::Status Admit();
-  // Ends a served call: in-flight count (when `admitted`: it took a slot),
-  // metrics, log, Finish.
-  void Complete(grpc::CallbackServerContext* context,
-                grpc::ServerUnaryReactor* reactor, const char* method,
-                std::chrono::steady_clock::time_point start, bool admitted,
-                const absl::Status& status);
+  // Ends a served call: in-flight count (when it took a slot), metrics,
+  // log, Finish.
+  void Complete(const RawCall& call, const absl::Status& status);
   // The call's cancellation and deadline, and the drain's abort time, for
   // the planner's cooperative checks and OPTIMAL's child processes.
   planner::Interrupt InterruptFor(grpc::CallbackServerContext* context) const;

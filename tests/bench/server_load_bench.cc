@@ -2,12 +2,15 @@
 // runs N client threads for a set time, each cycling through a mix of calls
 // (estimate, AUTO plan, fit check, node info, a malformed graph), and prints
 // throughput, p50/p99 latency per call, answers by gRPC code, and echod's
-// resident memory (VmRSS from /proc/<pid>/status) over time. A benchmark,
-// not a test: run it by hand.
+// resident memory (VmRSS from /proc/<pid>/status) over time. With
+// --probe_ms, one more thread polls Health and GetNodeInfo every that many
+// ms (what a load balancer sees under the load); --graph_copies tiles the
+// graph that many times into one request (e.g. DeepSpeech2 x 40: 35 MB).
+// A benchmark, not a test: run it by hand.
 //
 //   echo_server_load_bench [--echod PATH] [--graph FILE] [--threads N]
 //       [--seconds S] [--mix estimate,plan,fit,info,invalid]
-//       [--max_concurrent_requests N]
+//       [--max_concurrent_requests N] [--graph_copies N] [--probe_ms MS]
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -42,6 +45,8 @@ struct Args {
   double seconds = 60;
   std::vector<std::string> mix = {"estimate", "plan", "fit", "info", "invalid"};
   int max_concurrent_requests = 64;
+  int graph_copies = 1;
+  int probe_ms = 0;  // 0: no probe thread
 };
 
 bool Parse(int argc, char** argv, Args& args) {
@@ -61,6 +66,10 @@ bool Parse(int argc, char** argv, Args& args) {
       if (!absl::SimpleAtoi(value, &args.max_concurrent_requests)) {
         return false;
       }
+    } else if (flag == "--graph_copies") {
+      if (!absl::SimpleAtoi(value, &args.graph_copies)) return false;
+    } else if (flag == "--probe_ms") {
+      if (!absl::SimpleAtoi(value, &args.probe_ms)) return false;
     } else {
       return false;
     }
@@ -72,7 +81,31 @@ bool Parse(int argc, char** argv, Args& args) {
     }
   }
   return argc % 2 == 1 && args.threads > 0 && args.seconds > 0 &&
-         !args.mix.empty();
+         !args.mix.empty() && args.graph_copies > 0 && args.probe_ms >= 0;
+}
+
+// `graph` `copies` times over in one graph, each copy's ids prefixed with
+// "c<i>/" so that the copies stay disjoint.
+echo::v1::Graph Tiled(const echo::v1::Graph& graph, int copies) {
+  if (copies == 1) return graph;
+  echo::v1::Graph tiled = graph;
+  tiled.clear_tensors();
+  tiled.clear_ops();
+  for (int c = 0; c < copies; ++c) {
+    const std::string prefix = absl::StrCat("c", c, "/");
+    const auto rename = [&](std::string* id) { id->insert(0, prefix); };
+    for (echo::v1::Tensor tensor : graph.tensors()) {
+      rename(tensor.mutable_id());
+      *tiled.add_tensors() = std::move(tensor);
+    }
+    for (echo::v1::Op op : graph.ops()) {
+      rename(op.mutable_id());
+      for (std::string& id : *op.mutable_input_ids()) rename(&id);
+      for (std::string& id : *op.mutable_output_ids()) rename(&id);
+      *tiled.add_ops() = std::move(op);
+    }
+  }
+  return tiled;
 }
 
 int FreeLoopbackPort() {
@@ -145,7 +178,7 @@ int main(int argc, char** argv) {
     std::cerr << "usage: echo_server_load_bench [--echod PATH] [--graph FILE] "
                  "[--threads N] [--seconds S] [--mix "
                  "estimate,plan,fit,info,invalid] [--max_concurrent_requests "
-                 "N]\n";
+                 "N] [--graph_copies N] [--probe_ms MS]\n";
     return 2;
   }
   if (args.echod.empty()) {
@@ -158,6 +191,7 @@ int main(int argc, char** argv) {
     std::cerr << graph.status() << "\n";
     return 1;
   }
+  *graph = Tiled(*graph, args.graph_copies);
   const int port = FreeLoopbackPort();
   const std::string log =
       absl::StrCat("/tmp/echo_load_bench.", ::getpid(), ".log");
@@ -240,7 +274,26 @@ int main(int argc, char** argv) {
       }
     }
   });
+  // Health and GetNodeInfo on a connection of their own, every probe_ms.
+  std::map<std::string, Tally> probes;
+  std::thread prober([&] {
+    if (args.probe_ms == 0) return;
+    echo::client::PlannerClient client(client_options);
+    while (Clock::now() < end) {
+      for (const char* call : {"probe health", "probe info"}) {
+        const Clock::time_point sent = Clock::now();
+        const absl::Status status = call == std::string("probe health")
+                                        ? client.Health("").status()
+                                        : client.GetNodeInfo().status();
+        probes[call].seconds.push_back(
+            std::chrono::duration<double>(Clock::now() - sent).count());
+        ++probes[call].codes[CodeName(status.code())];
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(args.probe_ms));
+    }
+  });
   for (std::thread& thread : threads) thread.join();
+  prober.join();
   done = true;
   sampler.join();
   const double elapsed =
@@ -254,26 +307,28 @@ int main(int argc, char** argv) {
   int wait_status = 0;
   ::waitpid(echod, &wait_status, 0);
 
-  std::map<std::string, Tally> merged;
+  std::map<std::string, Tally> merged = std::move(probes);
   for (auto& per_thread : tallies) {
     for (auto& [call, tally] : per_thread) merged[call].Add(tally);
   }
   std::cout << absl::StrFormat(
-      "%d threads, %.0f s, %s (%d ops): %d calls, %.1f calls/s\n", args.threads,
-      elapsed, args.graph, graph->ops_size(), calls.load(),
-      calls.load() / elapsed);
-  std::cout << "| call | calls | p50 ms | p99 ms | answers |\n|---|---|---|---|"
-               "---|\n";
+      "%d threads, %.0f s, %s (%d ops, %.1f MB a request): %d calls, %.1f "
+      "calls/s\n",
+      args.threads, elapsed, args.graph, graph->ops_size(),
+      estimate.ByteSizeLong() / 1e6, calls.load(), calls.load() / elapsed);
+  std::cout << "| call | calls | p50 ms | p99 ms | max ms | answers |\n"
+               "|---|---|---|---|---|---|\n";
   for (auto& [call, tally] : merged) {
     std::sort(tally.seconds.begin(), tally.seconds.end());
     std::string codes;
     for (const auto& [code, count] : tally.codes) {
       absl::StrAppend(&codes, codes.empty() ? "" : ", ", code, " ", count);
     }
-    std::cout << absl::StrFormat("| %s | %d | %.2f | %.2f | %s |\n", call,
-                                 tally.seconds.size(),
+    std::cout << absl::StrFormat("| %s | %d | %.2f | %.2f | %.2f | %s |\n",
+                                 call, tally.seconds.size(),
                                  Percentile(tally.seconds, 0.5) * 1e3,
-                                 Percentile(tally.seconds, 0.99) * 1e3, codes);
+                                 Percentile(tally.seconds, 0.99) * 1e3,
+                                 Percentile(tally.seconds, 1.0) * 1e3, codes);
   }
   std::cout << absl::StrFormat(
       "echod RSS: %.1f MiB at start, %.1f MiB peak, %.1f MiB at end; exit "

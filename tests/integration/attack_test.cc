@@ -11,6 +11,8 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -231,6 +233,76 @@ TEST(AttackTest, HealthAnswersWhilePlansBurnTheWorkers) {
   // Goal 100 ms. A health check queued behind the plans waits about a plan;
   // the p90 ignores a few scheduling hiccups of a loaded 2-core machine.
   EXPECT_LT(p90, std::min(0.25, plan_seconds / 2));
+}
+
+// The arrival burst: a request over max_inline_request_bytes is parsed on
+// the worker pool, never on gRPC's threads, which answer health checks.
+// With the only worker busy on a 2 s profile, a big unparsable request
+// waits for the worker (before, a callback thread parsed it at once), while
+// a small one, health and GetNodeInfo answer at once.
+TEST(AttackTest, BigRequestsAreParsedOnTheWorkerPool) {
+  server::PlannerServiceOptions options;
+  options.worker_threads = 1;
+  auto timer = std::make_unique<server::FakeOpTimer>();
+  timer->SetCallDuration(std::chrono::milliseconds(2000));
+  const server::FakeOpTimer* gpu = timer.get();  // owned by echod
+  Echod echod(options, std::move(timer));
+  v1::ProfileOpsRequest profile;
+  *profile.mutable_graph() = GemmGraph();
+  profile.set_force(true);
+  auto profiled = std::async(std::launch::async, [&] {
+    return echod.Client().ProfileOps(profile).status();
+  });
+  while (gpu->max_concurrent_calls() == 0) {  // the worker is timing
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const std::string garbage(2 << 20, '\xff');
+  ASSERT_GT(static_cast<int64_t>(garbage.size()),
+            server::kDefaultMaxInlineRequestBytes);
+  const Clock::time_point sent = Clock::now();
+  auto big = std::async(std::launch::async, [&] {
+    const grpc::Status status = echod.RawCall("EstimateMemory", garbage);
+    return std::make_pair(status, SecondsSince(sent));
+  });
+  client::PlannerClient probe = echod.Client(5);
+  const grpc::Status small = echod.RawCall("EstimateMemory", "\xff\xff\xff");
+  EXPECT_EQ(small.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  double probe_max = 0;
+  for (int i = 0; i < 5; ++i) {
+    const Clock::time_point start = Clock::now();
+    EXPECT_TRUE(probe.Health("").ok());
+    EXPECT_TRUE(probe.GetNodeInfo().ok());
+    probe_max = std::max(probe_max, SecondsSince(start));
+  }
+  const double small_seconds = SecondsSince(sent);
+  EXPECT_TRUE(profiled.get().ok());
+  const auto [status, big_seconds] = big.get();
+  std::cout << "[ measured ] small unparsable request and 5 health + "
+            << "GetNodeInfo probes within " << small_seconds * 1e3
+            << " ms (probe max " << probe_max * 1e3 << " ms); 2 MiB one "
+            << big_seconds * 1e3 << " ms, behind the profile\n";
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("not a valid echo.v1.EstimateMemoryRequest: malformed "
+                        "protobuf wire data in the message at byte 0"));
+  // Structural: the big one waited for the worker (most of the profile's
+  // 2 s); the rest did not (0.5 s: a loaded 2-core machine's margin).
+  EXPECT_GT(big_seconds, 1.0);
+  EXPECT_LT(probe_max, 0.5);
+  EXPECT_LT(small_seconds, big_seconds);
+  // A big valid request is served as before, and every call was counted.
+  v1::EstimateMemoryRequest estimate;
+  *estimate.mutable_graph() = Fixture("deepspeech2.pb");
+  ASSERT_GT(static_cast<int64_t>(estimate.ByteSizeLong()),
+            server::kDefaultMaxInlineRequestBytes);
+  EXPECT_GT(testing::ValueOrFail(echod.Client().EstimateMemory(estimate))
+                .peak_bytes(),
+            0);
+  const std::string metrics = echod.Metrics();
+  EXPECT_THAT(metrics, HasSubstr("echo_requests_total{code=\"INVALID_"
+                                 "ARGUMENT\",method=\"EstimateMemory\"} 2"));
+  EXPECT_THAT(metrics, HasSubstr("echo_requests_total{code=\"OK\",method="
+                                 "\"EstimateMemory\"} 1"));
 }
 
 // Finding 3 (the part that exists): a client whose deadline passes stops

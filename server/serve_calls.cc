@@ -1,0 +1,239 @@
+// How PlannerService serves a call, whatever the method: the gRPC entry
+// points, authorization, admission, the lane (gRPC's thread or the worker
+// pool), parsing, the answer cache, and Complete on every path. The
+// methods' work is in planner_service.cc, graph_calls.cc and
+// scheduler_handlers.cc.
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "planner/status_macros.h"
+#include "server/guarded_call.h"
+#include "server/planner_service.h"
+#include "server/request_codec.h"
+#include "server/status_map.h"
+#include "spdlog/spdlog.h"
+
+namespace echo::server {
+
+template <typename Request, typename Response>
+grpc::ServerUnaryReactor* PlannerService::ServeRaw(
+    grpc::CallbackServerContext* context, const char* method,
+    const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response,
+    bool metered, Lane (PlannerService::*lane_of)(const Request&) const,
+    Handler<Request, Response> handle) {
+  RawCall call{context,
+               context->DefaultReactor(),
+               method,
+               std::chrono::steady_clock::now(),
+               /*admitted=*/false,
+               raw_request,
+               raw_response};
+  // Authentication and authorization first: a refused caller takes no
+  // slot and costs no parse.
+  if (options_.authorizer != nullptr) {
+    const absl::Status authorized = options_.authorizer->Authorize(
+        method, CallAuthorizer::CredentialsOf(*context));
+    if (!authorized.ok()) {
+      Complete(call, authorized);
+      return call.reactor;
+    }
+  }
+  // Admission before parsing: a refused call costs no parse.
+  if (metered) {
+    call.admitted = true;
+    if (absl::Status admitted = Admit(); !admitted.ok()) {
+      Complete(call, admitted);
+      return call.reactor;
+    }
+  }
+  // The raw size, known before parsing, keeps a big request off this
+  // thread: parsing tens of MB here would delay every health check behind
+  // it (issue 11).
+  if (static_cast<int64_t>(raw_request->Length()) >
+      options_.max_inline_request_bytes) {
+    Submit(call, [this, call, lane_of, handle] {
+      Serve(call, /*on_worker=*/true, lane_of, handle);
+    });
+  } else {
+    Serve(call, /*on_worker=*/false, lane_of, handle);
+  }
+  return call.reactor;
+}
+
+template <typename Request, typename Response>
+void PlannerService::Serve(const RawCall& raw, bool on_worker,
+                           Lane (PlannerService::*lane_of)(const Request&)
+                               const,
+                           Handler<Request, Response> handle) {
+  // Shared: the handler may run on a worker after this returns.
+  auto call = std::make_shared<std::pair<Request, Response>>();
+  const absl::Status parsed = RunGuarded(
+      raw.method, [&] { return ParseRequest(*raw.request, &call->first); });
+  if (!parsed.ok()) {
+    Complete(raw, parsed);
+    return;
+  }
+  // A question about a registered graph asked before: its cached answer,
+  // sent as the serialized response it is. The key is the request's bytes,
+  // so on this thread it is as small as the request.
+  std::string answer_key = AnswerKeyOf(raw.method, call->first);
+  if (!answer_key.empty()) {
+    if (std::optional<std::string> cached = registry_->FindAnswer(answer_key)) {
+      grpc::Slice slice(cached->data(), cached->size());
+      *raw.response = grpc::ByteBuffer(&slice, 1);
+      Complete(raw, absl::OkStatus());
+      return;
+    }
+  }
+  auto run = [this, raw, handle, call, answer_key = std::move(answer_key)] {
+    Complete(raw, RunGuarded(raw.method, [&]() -> absl::Status {
+               RETURN_IF_ERROR(
+                   (this->*handle)(raw.context, call->first, &call->second));
+               if (!answer_key.empty()) {
+                 registry_->StoreAnswer(answer_key,
+                                        call->second.SerializeAsString());
+               }
+               return SerializeResponse(call->second, raw.response);
+             }));
+  };
+  if (on_worker || (this->*lane_of)(call->first) == Lane::kInline) {
+    run();
+  } else {
+    Submit(raw, std::move(run));
+  }
+}
+
+void PlannerService::Submit(const RawCall& call, std::function<void()> task) {
+  if (!workers_->TrySubmit(std::move(task))) {
+    Complete(call, absl::ResourceExhaustedError(
+                       "echod's worker queue is full; retry with backoff"));
+  }
+}
+
+absl::Status PlannerService::Admit() {
+  const int in_flight = in_flight_.fetch_add(1) + 1;
+  if (draining_) {
+    return absl::UnavailableError("echod is draining; retry on another node");
+  }
+  if (in_flight > options_.max_concurrent_requests) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "echod is overloaded: ", in_flight - 1, " requests in flight (max ",
+        options_.max_concurrent_requests, "); retry with backoff"));
+  }
+  return absl::OkStatus();
+}
+
+void PlannerService::Complete(const RawCall& call, const absl::Status& status) {
+  if (call.admitted) in_flight_.fetch_sub(1);
+  const double seconds = std::chrono::duration<double>(
+                             std::chrono::steady_clock::now() - call.start)
+                             .count();
+  const grpc::Status grpc_status = ToGrpcStatus(status);
+  if (metrics_ != nullptr) {
+    metrics_->RecordRequest(call.method, grpc_status.error_code(), seconds);
+  }
+  if (status.ok()) {
+    spdlog::debug("{} from {}: OK in {:.3f} ms", call.method,
+                  call.context->peer(), seconds * 1e3);
+  } else {
+    spdlog::warn("{} from {}: {} in {:.3f} ms", call.method,
+                 call.context->peer(), status.ToString(), seconds * 1e3);
+  }
+  call.reactor->Finish(grpc_status);
+}
+
+grpc::ServerUnaryReactor* PlannerService::EstimateMemory(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return ServeRaw(context, "EstimateMemory", request, response,
+                  /*metered=*/true, &PlannerService::EstimateLane,
+                  &PlannerService::DoEstimateMemory);
+}
+
+grpc::ServerUnaryReactor* PlannerService::GenerateRecomputePlan(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return ServeRaw(context, "GenerateRecomputePlan", request, response,
+                  /*metered=*/true, &PlannerService::PlanLane,
+                  &PlannerService::DoGenerateRecomputePlan);
+}
+
+grpc::ServerUnaryReactor* PlannerService::CheckFit(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return ServeRaw(context, "CheckFit", request, response, /*metered=*/true,
+                  &PlannerService::FitLane, &PlannerService::DoCheckFit);
+}
+
+grpc::ServerUnaryReactor* PlannerService::FindMaxBatchSize(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return ServeRaw(context, "FindMaxBatchSize", request, response,
+                  /*metered=*/true, &PlannerService::MaxBatchLane,
+                  &PlannerService::DoFindMaxBatchSize);
+}
+
+grpc::ServerUnaryReactor* PlannerService::GetMemoryFrontier(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return ServeRaw(context, "GetMemoryFrontier", request, response,
+                  /*metered=*/true, &PlannerService::FrontierLane,
+                  &PlannerService::DoGetMemoryFrontier);
+}
+
+grpc::ServerUnaryReactor* PlannerService::ProfileOps(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return ServeRaw(context, "ProfileOps", request, response, /*metered=*/true,
+                  &PlannerService::ProfileLane, &PlannerService::DoProfileOps);
+}
+
+grpc::ServerUnaryReactor* PlannerService::GetNodeInfo(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return ServeRaw(context, "GetNodeInfo", request, response, /*metered=*/false,
+                  &PlannerService::InfoLane, &PlannerService::DoGetNodeInfo);
+}
+
+grpc::ServerUnaryReactor* PlannerService::RegisterGraph(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return ServeRaw(context, "RegisterGraph", request, response,
+                  /*metered=*/true, &PlannerService::RegisterLane,
+                  &PlannerService::DoRegisterGraph);
+}
+
+PlannerService::Lane PlannerService::LaneFor(
+    const v1::Graph& graph, const std::string& fingerprint) const {
+  // A registered graph's size is not known before it is resolved; its
+  // cached answers never get here.
+  if (!fingerprint.empty()) return Lane::kPool;
+  return graph.ops_size() >= options_.heavy_graph_ops ? Lane::kPool
+                                                      : Lane::kInline;
+}
+
+PlannerService::Lane PlannerService::EstimateLane(
+    const v1::EstimateMemoryRequest& request) const {
+  return LaneFor(request.graph(), request.graph_fingerprint());
+}
+
+PlannerService::Lane PlannerService::PlanLane(
+    const v1::GenerateRecomputePlanRequest& request) const {
+  return request.policy() == v1::RECOMPUTE_POLICY_OPTIMAL
+             ? Lane::kPool
+             : LaneFor(request.graph(), request.graph_fingerprint());
+}
+
+PlannerService::Lane PlannerService::FitLane(
+    const v1::CheckFitRequest& request) const {
+  // Several devices: several plans.
+  return request.device_names_size() > 1
+             ? Lane::kPool
+             : LaneFor(request.graph(), request.graph_fingerprint());
+}
+
+}  // namespace echo::server
