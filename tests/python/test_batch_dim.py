@@ -10,6 +10,7 @@ import torch.nn as nn
 
 import models
 import servers
+import echo_torch
 from echo_torch import capture_graph, proto
 
 _g = proto.graph_pb2
@@ -129,6 +130,62 @@ class BatchDimTest(unittest.TestCase):
                 exact = client.estimate_memory(_pl.EstimateMemoryRequest(graph=g_big))
                 self.assertTrue(scaled.without_recompute.found, name)
                 self.assertEqual(scaled.without_recompute.peak_bytes, exact.peak_bytes, name)
+
+
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(16, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(),
+                                 nn.Linear(256, 4))
+
+    def forward(self, x, y):
+        return nn.functional.mse_loss(self.net(x), y)
+
+
+def _mlp_inputs(batch):
+    generator = torch.Generator().manual_seed(batch)
+    return torch.randn(batch, 16, generator=generator), torch.randn(batch, 4, generator=generator)
+
+
+class MaxBatchSizeTest(unittest.TestCase):
+    """echo_torch.max_batch_size: captured at batch 4, answered by echod for
+    a device of 600 KB; the answer is checked against graphs captured at the
+    answer and one past it."""
+    USABLE = 600_000
+
+    def test_answer_fits_and_the_next_batch_does_not(self):
+        torch.manual_seed(0)
+        model = MLP()
+        device = _dev.DeviceSpec(name="tiny-test-device", memory_bytes=self.USABLE,
+                                 memory_bandwidth_bytes_per_second=1e12)
+        device.peak_flops.add(dtype=_g.DTYPE_FLOAT32, flops_per_second=1e13)
+        with servers.Echod() as echod:
+            answer = echo_torch.max_batch_size(model, *_mlp_inputs(4), device=device,
+                                               server=echod.address, reserved_bytes=0,
+                                               max_overhead_ratio=0.2)
+            self.assertEqual(answer.graph_batch_size, 4)
+            self.assertEqual(answer.usable_bytes, self.USABLE)
+            plain = answer.without_recompute
+            self.assertTrue(plain.found)
+            self.assertGreater(plain.batch_size, 4)
+            self.assertGreaterEqual(answer.with_recompute.batch_size, plain.batch_size)
+            with servers.planner_client(echod.address) as client:
+                peaks = []
+                for batch in (plain.batch_size, plain.batch_size + 1):
+                    graph = _graph_pb(capture_graph(model, *_mlp_inputs(batch)).graph)
+                    for op in graph.ops:
+                        op.ClearField("workspace_bytes")
+                    peaks.append(client.estimate_memory(
+                        _pl.EstimateMemoryRequest(graph=graph)).peak_bytes)
+        self.assertLessEqual(peaks[0], self.USABLE)
+        self.assertGreater(peaks[1], self.USABLE)
+        self.assertEqual(plain.peak_bytes, peaks[0])
+        self.assertEqual(plain.next_batch_peak_bytes, peaks[1])
+
+    def test_inputs_without_a_batch_are_refused(self):
+        with self.assertRaisesRegex(ValueError, "no batch dimension"):
+            echo_torch.max_batch_size(MLP(), *_mlp_inputs(1), device="h100-80gb",
+                                      server="127.0.0.1:1")
 
 
 if __name__ == "__main__":
