@@ -4,6 +4,7 @@
 #include <limits>
 #include <utility>
 
+#include "planner/recompute/remat_repair.h"
 #include "planner/recompute/remat_search.h"
 #include "planner/recompute/remat_state.h"
 #include "planner/status_macros.h"
@@ -106,8 +107,10 @@ absl::StatusOr<std::vector<RematPlan>> AutoRecompute::Run(
     SearchGoal goal;
     goal.limit_mode = false;
     goal.budget = options_.max_overhead_ratio * problem.baseline_cost;
+    int64_t plain_peak = 0;
     for (const RematPlan& start : starts) {
       AssignWithinBudget(problem, start, goal.budget, state);
+      if (&start == &starts.front()) plain_peak = state.Peak();  // empty plan
       // Descent: greedy within the budget back to its lowest peak, clean up
       // at that peak to free budget, and go again while the peak improves.
       int64_t peak = state.Peak();
@@ -128,6 +131,17 @@ absl::StatusOr<std::vector<RematPlan>> AutoRecompute::Run(
       search.RewindToBest();
       candidates.push_back(state.plan());
       AssignWithinBudget(problem, start, goal.budget, state);
+      const bool above_plain = state.Peak() > plain_peak;
+      search.Greedy(stash_goal);
+      search.RewindToBest();
+      candidates.push_back(state.plan());
+      RETURN_IF_ERROR(interrupt_status);
+      // The selection rejects it above the plain peak, and the greedy never
+      // lowers the stash by raising the peak: repair the start first, then
+      // spend the budget the repair freed.
+      if (!above_plain) continue;
+      AssignWithinBudget(problem, start, goal.budget, state);
+      if (!RepairPeak(plain_peak, state)) continue;
       search.Greedy(stash_goal);
       search.RewindToBest();
       candidates.push_back(state.plan());

@@ -27,6 +27,9 @@
 // the peak slot, from the start and again after the peak descent with the
 // budget it left; the AUTO pass adds the minimum cuts within the budget
 // (stash_cut.h) to the seeds, so the greedy also spends what they leave.
+// A start above the plain peak (which the selection rejects; a cut's clones
+// can raise it) is also repaired under it first (remat_repair.h), then the
+// stash greedy spends the budget the repair freed.
 // Each mode runs from the empty plan and from the seeds (the ECHO and
 // CHEN_SQRT plans, cut to the budget) and returns every candidate: the
 // caller replays them and keeps the best, so AUTO is never worse than the

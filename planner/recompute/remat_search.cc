@@ -6,6 +6,28 @@
 
 namespace echo::planner {
 
+bool RemoveStep(const SearchStep& step, RematState& state) {
+  if (step.point == kNoOp) {
+    if (!state.Contains(step.op)) return false;
+    state.Set(step.op, false);
+    return true;
+  }
+  const std::vector<OpIndex>& splits = state.splits(step.op);
+  if (!std::binary_search(splits.begin(), splits.end(), step.point)) {
+    return false;
+  }
+  state.RemoveSplit(step.op, step.point);
+  return true;
+}
+
+void RestoreStep(const SearchStep& step, RematState& state) {
+  if (step.point == kNoOp) {
+    state.Set(step.op, true);
+  } else {
+    state.AddSplit(step.op, step.point);
+  }
+}
+
 class RematSearch::Impl {
  public:
   Impl(const RematProblem& problem, int32_t max_depth)
@@ -165,27 +187,8 @@ class RematSearch::Impl {
     }
   }
 
-  // Takes a plan item out (false when it is not in); Restore puts it back.
-  bool Remove(const SearchStep& step) {
-    if (step.point == kNoOp) {
-      if (!state_.Contains(step.op)) return false;
-      state_.Set(step.op, false);
-      return true;
-    }
-    const std::vector<OpIndex>& splits = state_.splits(step.op);
-    if (!std::binary_search(splits.begin(), splits.end(), step.point)) {
-      return false;
-    }
-    state_.RemoveSplit(step.op, step.point);
-    return true;
-  }
-  void Restore(const SearchStep& step) {
-    if (step.point == kNoOp) {
-      state_.Set(step.op, true);
-    } else {
-      state_.AddSplit(step.op, step.point);
-    }
-  }
+  bool Remove(const SearchStep& step) { return RemoveStep(step, state_); }
+  void Restore(const SearchStep& step) { RestoreStep(step, state_); }
 
   // Re-insertion: take out an expensive op, repair to the limit without it,
   // clean up; keep the result when cheaper. At most `max_trials` trials.

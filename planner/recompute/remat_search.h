@@ -32,6 +32,11 @@ struct SearchStep {
   OpIndex point = kNoOp;
 };
 
+// Takes a plan item out of `state` (false when it is not in); RestoreStep
+// puts it back.
+bool RemoveStep(const SearchStep& step, RematState& state);
+void RestoreStep(const SearchStep& step, RematState& state);
+
 struct SearchMove {
   std::vector<SearchStep> steps;
   double cost = 0;  // added clone cost

@@ -289,6 +289,48 @@ TEST(StashCutTest, OpsWhoseCloneMakesFewerOutputsMayReRun) {
   EXPECT_LE(replay.peak_bytes, plan.baseline_peak_bytes);
 }
 
+// The backward reads a3 at b3 and a1, a0 at b1. Within 6.4 (of 16) the cut
+// re-runs f0..f3 (stash: l alone), but f2's clone before b3 then needs a1
+// and a0 re-made too, and with f3's workspace that step holds 4401 bytes,
+// one over the plain peak (4400, f3 in the forward): the selection rejects
+// it. Without the repair AUTO kept (f0) (f1), 1001 bytes: the greedy cannot
+// add f2 and f3 without raising the peak. The repair takes f1 out (a1
+// stays, 600 bytes, the least stash for the excess), so a0 is re-made only
+// before b1, and the freed budget finds nothing more: 601 bytes.
+TEST(StashCutTest, AutoRepairsACutAboveThePlainPeak) {
+  Fixture f(R"(
+    tensor x 10 input
+    op f0 fwd elementwise x -> a0:1000 cost=1
+    op f1 fwd elementwise a0 -> a1:600 cost=1
+    op f2 fwd elementwise a1 -> a2:800 cost=1 ws=900
+    op f3 fwd elementwise a2 -> a3:1000 cost=3 ws=1000
+    op loss fwd reduction a3 -> l:1 cost=1
+    op b3 bwd elementwise l a3 -> g3:100 cost=2
+    op b2 bwd elementwise g3 -> g2:1000 cost=3
+    op b1 bwd elementwise g2 a1 a0 -> g1:100 cost=2
+    op b0 bwd elementwise g1 -> g0:300 cost=2
+    output l
+  )");
+  const StashCutPlans cuts = f.Cuts(6.4);
+  ASSERT_FALSE(cuts.plans.empty());
+  EXPECT_THAT(OpIds(f.graph, cuts.plans[0]),
+              ElementsAre("f0", "f1", "f2", "f3"));
+  const SimulationResult cut_replay = testing::ValueOrFail(ReplaySchedule(
+      f.graph, ScheduleFromRematSet(f.problem, cuts.plans[0]), {}));
+  const int64_t plain = SimulatePlain(f.graph, {}).peak_bytes;
+  EXPECT_EQ(plain, 4400);
+  EXPECT_EQ(cut_replay.peak_bytes, 4401);
+
+  const RecomputePlan plan = StashPlan(f.graph, 0.4);
+  EXPECT_EQ(Render(f.graph, plan.schedule),
+            "f0 f1 f2 f3 loss (f2) (f3) b3 b2 (f0) b1 b0");
+  EXPECT_THAT(TensorIds(f.graph, plan.stash), ElementsAre("a1", "l"));
+  EXPECT_EQ(plan.stash_bytes, 601);
+  EXPECT_EQ(plan.planned_peak_bytes, 3411);
+  EXPECT_EQ(plan.baseline_peak_bytes, plain);
+  EXPECT_EQ(plan.recompute_cost, 5);
+}
+
 TEST(StashCutTest, RecomputeOutputsIsValidated) {
   for (const char* bad : {"recompute_outputs=0", "recompute_outputs=4",
                           "recompute_outputs=two"}) {
