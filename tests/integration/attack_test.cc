@@ -318,7 +318,7 @@ TEST(AttackTest, DeadlineStopsAutoAndFreesItsSlot) {
   plan.set_max_overhead_ratio(0.3);
   const Clock::time_point start = Clock::now();
   const absl::Status status =
-      echod.Client(0.2).GenerateRecomputePlan(plan).status();
+      echod.Client(0.02).GenerateRecomputePlan(plan).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
   // The one slot frees once the search notices; until then a second call
   // is refused.

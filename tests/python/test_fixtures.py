@@ -1,6 +1,6 @@
 """tests/data/graphs/*.pb are current: each parses, and matches a fresh
-capture of its model (same ops, classes, edges, tensor sizes and batch
-dimension). When torch or the converter changes, regenerate them with
+capture of its model (same ops, classes, edges, recompute_outputs, tensor
+sizes and batch dimension). When torch or the converter changes, regenerate them with
 export_graphs.py."""
 import os
 import unittest
@@ -19,7 +19,8 @@ def _load(name):
 
 def _shape(graph):
     return ([(op.id, op.op_type, op.op_class, op.phase, tuple(op.input_ids),
-              tuple(op.output_ids), op.recomputable) for op in graph.ops],
+              tuple(op.output_ids), op.recomputable,
+              op.attributes.get("recompute_outputs")) for op in graph.ops],
             [(t.id, t.size_bytes, t.role, t.is_output,
               t.batch_dim if t.HasField("batch_dim") else None) for t in graph.tensors],
             graph.batch_size)
