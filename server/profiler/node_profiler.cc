@@ -237,12 +237,13 @@ absl::StatusOr<planner::ProfileReport> NodeProfiler::ProfileOps(
           "op index ", op, " out of range [0, ", graph.num_ops(), ")"));
     }
   }
+  // The same budget bounds the wait for the profiler and, once it is ours,
+  // the request's timing.
+  const auto budget = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(options_.max_seconds_per_request));
   std::unique_lock<std::timed_mutex> lock(profile_mutex_, std::defer_lock);
-  RETURN_IF_ERROR(LockProfiler(lock, interrupted));
-  const Clock::time_point deadline =
-      Clock::now() +
-      std::chrono::duration_cast<Clock::duration>(
-          std::chrono::duration<double>(options_.max_seconds_per_request));
+  RETURN_IF_ERROR(LockProfiler(lock, budget, interrupted));
+  const Clock::time_point deadline = Clock::now() + budget;
   std::vector<planner::OpIndex> selected = ops;
   if (selected.empty()) {
     for (planner::OpIndex op = 0; op < graph.num_ops(); ++op) {
@@ -296,11 +297,9 @@ absl::StatusOr<planner::ProfileReport> NodeProfiler::ProfileOps(
 
 absl::Status NodeProfiler::LockProfiler(
     std::unique_lock<std::timed_mutex>& lock,
+    std::chrono::steady_clock::duration budget,
     const planner::Interrupt& interrupted) {
-  const Clock::time_point give_up =
-      Clock::now() +
-      std::chrono::duration_cast<Clock::duration>(
-          std::chrono::duration<double>(options_.max_seconds_per_request));
+  const Clock::time_point give_up = Clock::now() + budget;
   constexpr auto kPoll = std::chrono::milliseconds(10);
   while (!lock.try_lock_for(std::min<Clock::duration>(
       kPoll, std::max<Clock::duration>(give_up - Clock::now(),

@@ -8,6 +8,7 @@
 #ifndef ECHO_SERVER_PROFILER_NODE_PROFILER_H_
 #define ECHO_SERVER_PROFILER_NODE_PROFILER_H_
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -108,9 +109,9 @@ class NodeProfiler : public planner::ProfiledTimes {
   // Why profiling cannot run, or OK.
   absl::Status CheckAvailable() const;
   std::string CacheKey(const planner::Graph& graph, planner::OpIndex op) const;
-  // Waits up to max_seconds_per_request for profile_mutex_, polling
-  // `interrupted`.
+  // Waits up to `budget` for profile_mutex_, polling `interrupted`.
   absl::Status LockProfiler(std::unique_lock<std::timed_mutex>& lock,
+                            std::chrono::steady_clock::duration budget,
                             const planner::Interrupt& interrupted);
   // Puts this request's times into the cache and saves it (under
   // profile_mutex_, so saves never race each other).

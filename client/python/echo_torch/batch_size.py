@@ -15,6 +15,7 @@ from typing import Optional, Union
 import torch.nn as nn
 
 from echo_torch import proto
+from echo_torch.api import capture_graph, default_device
 from echo_torch.client import PlannerClient
 from echo_torch.log import logger
 
@@ -43,8 +44,6 @@ def max_batch_size(model: nn.Module, *args, device: Union[str, "_dev.DeviceSpec"
     (module state is restored). Raises ValueError when the inputs show no
     batch dimension, and echo_torch.PlanningError / ServerUnavailable for
     echod's refusals."""
-    from echo_torch.api import capture_graph, default_device
-
     on_cuda = any(p.is_cuda for p in model.parameters())
     converted = capture_graph(model, *args, **kwargs)
     graph = converted.graph
