@@ -119,6 +119,9 @@ absl::Status ParseSize(absl::string_view text, int64_t batch_size,
       int64_t value;
       // "B", or "<k>B": the batch folded with other axes (k * batch).
       if (absl::ConsumeSuffix(&dim, "B")) {
+        // First: it refuses a B before a batch line (batch_size 0 would
+        // divide by zero below).
+        RETURN_IF_ERROR(mark_batch(static_cast<int32_t>(spec.shape.size())));
         int64_t multiple = 1;
         if (!dim.empty() &&
             (!absl::SimpleAtoi(dim, &multiple) || multiple < 1 ||
@@ -126,7 +129,6 @@ absl::Status ParseSize(absl::string_view text, int64_t batch_size,
           return absl::InvalidArgumentError(absl::StrCat(
               "bad batch dimension '", dim, "B' for tensor '", spec.id, "'"));
         }
-        RETURN_IF_ERROR(mark_batch(static_cast<int32_t>(spec.shape.size())));
         value = multiple * batch_size;
       } else if (!absl::SimpleAtoi(dim, &value)) {
         return absl::InvalidArgumentError(absl::StrCat(

@@ -168,6 +168,10 @@ TEST(BatchTest, BadBatchDimensionsAreNamed) {
               HasSubstr("tensor 'w': is a parameter and marks batch_dim 0"));
   EXPECT_THAT(error("tensor x f32[B,4] input\nop f fwd other x -> y:4\n"),
               HasSubstr("uses B before a 'batch <size>' line"));
+  // Found by the text-graph fuzzer: "<k>B" without a batch line divided by
+  // the batch size 0.
+  EXPECT_THAT(error("tensor x f32[32,12B] input\nop f fwd other x -> y:4\n"),
+              HasSubstr("uses B before a 'batch <size>' line"));
   EXPECT_THAT(error("batch 0\n"), HasSubstr("bad batch size '0'"));
 
   GraphBuilder outside("g");
