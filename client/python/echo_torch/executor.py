@@ -88,10 +88,15 @@ def _slots_in(template, found):
 class Program:
     """A straight-line list of op calls over numbered slots."""
 
-    _boxed_call = True  # AOTAutograd passes one list and lets us clear it
-
     def __init__(self, name: str, inputs: List[int], instrs: List[_Instr],
                  outputs: List[Optional[int]]):
+        # AOTAutograd passes one list and lets us clear it, so inputs (the
+        # backward's saved tensors) are freed after their last reader. An
+        # instance attribute, not a class one: Dynamo wraps the backward in
+        # torch._dynamo.disable, whose functools.wraps copies only the
+        # instance __dict__; without it the wrapper is called unboxed and the
+        # caller's list keeps every saved tensor alive through the backward.
+        self._boxed_call = True
         self.name = name
         self.inputs = inputs
         self.instrs = instrs
