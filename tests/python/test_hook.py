@@ -187,6 +187,30 @@ class UserModelsTest(unittest.TestCase):
         self.assertEqual(got.peak_bytes, want.peak_bytes)
         _assert_same(self, got, want)
 
+    def test_torch_compile_plans_each_size_of_a_dynamic_graph(self):
+        # torch.compile without dynamic=False retraces with symbolic sizes
+        # once a size changes; each concrete size then gets its own plan (it
+        # fell back to torch's partition with "unhashable type: non-nested
+        # SymInt").
+        model = ConvNet()
+        planner = StashSetPlanner([])  # plain stash: the measured peak is AOT's
+        backend = echo_torch.backend(planner=planner, on_error="raise")
+        compiled = torch.compile(model, backend=backend)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for batch in (4, 6, 9, 6):
+                x = torch.randn(batch, 3, 8, 8)
+                got = harness.run_step(model, compiled, (x,), seed=batch)
+                _assert_same(self, got, harness.eager(model, (x,), seed=batch))
+                want = harness.run_step(model, optimize(model, planner=planner,
+                                                        on_error="raise"), (x,), seed=batch)
+                self.assertEqual(got.peak_bytes, want.peak_bytes, f"batch {batch}")
+        torch._dynamo.reset()
+        self.assertEqual([str(w.message) for w in caught if "echo_torch" in str(w.message)], [])
+        self.assertIsNone(backend.fallback_reason)
+        # batch 4 static, then 6 and 9 on the dynamic graph; 6 again is cached.
+        self.assertEqual(len(backend.reports()), 3)
+
 
 class ServerBehaviourTest(unittest.TestCase):
     def setUp(self):

@@ -46,6 +46,14 @@ def _signature(args, kwargs, training):
     return (describe(args), describe(kwargs), training, _autocast_state())
 
 
+def _is_symbolic(value) -> bool:
+    """A SymInt/SymFloat/SymBool, or a tensor with a symbolic size or stride."""
+    if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        return True
+    return isinstance(value, torch.Tensor) and any(
+        isinstance(d, torch.SymInt) for d in tuple(value.shape) + tuple(value.stride()))
+
+
 class _Entry:
     def __init__(self):
         self.fn = None
@@ -258,6 +266,41 @@ class EchoBackend:
         return [planned.report for planned in self._planned]
 
     def __call__(self, gm, example_inputs):
+        if any(_is_symbolic(value) for value in example_inputs):
+            return self._per_shape(gm)
+        return self._compile(gm, example_inputs)
+
+    def _per_shape(self, gm):
+        """A graph Dynamo traced with symbolic sizes (torch.compile's default
+        after a size changes: automatic dynamic shapes) is captured and
+        planned again for each concrete signature at its first call, as
+        optimize does: a plan, its programs and echod's prediction are for
+        one set of sizes."""
+        compiled: Dict[tuple, object] = {}
+
+        def run(*args):
+            key = (_signature(args, {}, None),
+                   tuple(a.stride() for a in args if isinstance(a, torch.Tensor)))
+            fn = compiled.get(key)
+            if fn is None:
+                logger.info("echo_torch: torch.compile graph with dynamic sizes: capturing "
+                            "and planning for %s",
+                            [tuple(a.shape) for a in args if isinstance(a, torch.Tensor)])
+                try:
+                    fn = self._compile(gm, list(args))
+                except Exception as error:  # noqa: BLE001
+                    if self._on_error == "raise":
+                        raise
+                    warnings.warn(f"echo_torch: capturing the graph for these sizes failed "
+                                  f"({type(error).__name__}: {error}); it runs as traced",
+                                  RuntimeWarning, stacklevel=2)
+                    fn = gm
+                compiled[key] = fn
+            return fn(*args)
+
+        return run
+
+    def _compile(self, gm, example_inputs):
         from torch._dynamo.backends.common import aot_autograd
 
         started = time.perf_counter()
