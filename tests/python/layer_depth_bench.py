@@ -39,8 +39,10 @@ max_overhead_ratio = 0.05, and 0.20, reserved_bytes) answers "fits without
 recomputation" and "fits with AUTO within the ratio". reserved_bytes: CheckFit
 has no server-side default (0), so this is the documented allowance
 500 MiB + 5% of device memory (CUDA context, library handles, allocator
-fragmentation). Each answer's depth is found by galloping (1, 2, 4, ...) from
-the deepest depth already known to fit, then bisection, on the assumption
+fragmentation). Each answer's depth is found by galloping (1, 2, 4, ...; the
+plain peak, linear in depth, jumps to where its line through the last two
+depths crosses the usable memory) from the deepest depth already known to
+fit, then bisection, on the assumption
 that fitting is monotone in depth; answers already known for a depth are
 reused across the six questions; in a bracket, the depth where the peaks
 (plain, or AUTO's lowest within the ratio, as CheckFit reports them) cross
@@ -93,14 +95,20 @@ def layers_of(model, depth):
 
 
 def build(model, depth, batch):
+    """The model with uninitialized parameters: built on the meta device and
+    given CPU storage that is never written (the capture traces with fake
+    tensors and reads no values), so a 1,000-layer Transformer-base (12.6 GB
+    of fp32 parameters) does not commit that memory."""
     torch.manual_seed(0)
-    if model == "transformer":
-        cfg = dataclasses.replace(models.TRANSFORMER_PAPER, batch=batch, layers=depth)
-        m = models.TransformerEncoder(cfg)
-    elif model == "resnet":
-        m = models.ResNet50(batch=batch, image=224, classes=1000, stages=(3, 4, depth, 3))
-    else:
-        raise ValueError(model)
+    with torch.device("meta"):
+        if model == "transformer":
+            cfg = dataclasses.replace(models.TRANSFORMER_PAPER, batch=batch, layers=depth)
+            m = models.TransformerEncoder(cfg)
+        elif model == "resnet":
+            m = models.ResNet50(batch=batch, image=224, classes=1000, stages=(3, 4, depth, 3))
+        else:
+            raise ValueError(model)
+    m = m.to_empty(device="cpu")
     return m, models.example_inputs(m)
 
 
@@ -248,7 +256,8 @@ class Bench:
         Galloping (doubling) from the deepest depth known to fit, but
         probing just above the depth where the level (Bench.level: the peak,
         or AUTO's extra compute), extrapolated from the last two depths that
-        fit, reaches its threshold when that is closer; then, in the
+        fit, reaches its threshold: for the plain peak, linear in depth,
+        wherever that is; for AUTO only when it is closer; then, in the
         bracket, the interpolated crossing and its neighbour, then one
         bisection step, until the bracket closes. Captures cost time in
         proportion to depth, and peaks are linear in depth, so this needs few
@@ -273,8 +282,11 @@ class Bench:
             d = min(2 * lo, max_depth)
             if prev is not None:
                 guess = self.crossing(model, device, ratio, prev, lo)
-                if guess is not None and lo < guess + 1 < d:
-                    d = guess + 1
+                # Plain peaks are linear in depth: jump to where the line
+                # crosses (the bracket below confirms it). AUTO's extra
+                # compute is not: only probe its crossing when it is closer.
+                if guess is not None and lo < guess + 1 and (ratio is None or guess + 1 < d):
+                    d = min(guess + 1, max_depth)
             if self.fits(model, d, device, ratio):
                 prev, lo = lo, d
             else:
