@@ -187,6 +187,24 @@ class UserModelsTest(unittest.TestCase):
         self.assertEqual(got.peak_bytes, want.peak_bytes)
         _assert_same(self, got, want)
 
+    def test_data_dependent_forward_runs_unmodified_and_says_what_to_do(self):
+        class ItemBranch(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.a = nn.Linear(8, 8)
+
+            def forward(self, x):
+                h = torch.tanh(self.a(x))
+                return (h * 2 if h.mean().item() > 0 else h).sum()
+
+        model = ItemBranch()
+        x = torch.randn(4, 8)
+        wrapped = optimize(model, planner=StashSetPlanner([]))
+        with self.assertWarnsRegex(RuntimeWarning, r"depends on tensor values .*torch\.compile"):
+            got = harness.run_step(model, wrapped, (x,))
+        _assert_same(self, got, harness.eager(model, (x,)))
+        self.assertIn("DataDependentOutputException", wrapped.fallback_reason)
+
     def test_torch_compile_plans_each_size_of_a_dynamic_graph(self):
         # torch.compile without dynamic=False retraces with symbolic sizes
         # once a size changes; each concrete size then gets its own plan (it

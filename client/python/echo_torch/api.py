@@ -54,6 +54,18 @@ def _is_symbolic(value) -> bool:
         isinstance(d, torch.SymInt) for d in tuple(value.shape) + tuple(value.stride()))
 
 
+def _capture_hint(error) -> str:
+    """What to do when one graph cannot hold the model: values or shapes
+    that depend on data (`.item()`, `nonzero`) end AOTAutograd's trace."""
+    from torch._subclasses import fake_tensor
+    if isinstance(error, (fake_tensor.DataDependentOutputException,
+                          fake_tensor.DynamicOutputShapeException)):
+        return ("; its forward depends on tensor values (.item(), nonzero, ...), which "
+                "one captured graph cannot hold: use torch.compile(model, "
+                "backend=echo_torch.backend(...)), which plans the graphs between them")
+    return ""
+
+
 class _Entry:
     def __init__(self):
         self.fn = None
@@ -141,7 +153,7 @@ class EchoModule(nn.Module):
                 raise
             return self._fall_back(
                 f"planning failed ({type(error).__name__}: {error}); running the "
-                "model unmodified", args, kwargs)
+                f"model unmodified{_capture_hint(error)}", args, kwargs)
         self._entries[key] = entry
         self._last = entry
         return out
