@@ -33,6 +33,36 @@ class ConvBN(nn.Module):
         return nn.functional.cross_entropy(self.fc(h), y)
 
 
+class Recurrent(nn.Module):
+    """nn.GRU (batch-first) into a seq-first nn.LSTM: their initial states
+    are zeros([layers, batch, hidden]), made inside the graph."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(50, 16)
+        self.gru = nn.GRU(16, 24, batch_first=True)
+        self.lstm = nn.LSTM(24, 12, num_layers=2)
+        self.out = nn.Linear(12, 50)
+
+    def forward(self, tokens):
+        h, _ = self.gru(self.emb(tokens))
+        h, _ = self.lstm(h.transpose(0, 1))
+        return self.out(h).square().mean()
+
+
+class Attention(nn.Module):
+    """nn.MultiheadAttention: its q/k/v projection is unflattened into a
+    stack of 3 (select_backward re-inserts that axis), and the loss's
+    gradient is expanded to [batch, seq, d]."""
+
+    def __init__(self):
+        super().__init__()
+        self.mha = nn.MultiheadAttention(32, 4, batch_first=True)
+
+    def forward(self, x):
+        return self.mha(x, x, x, need_weights=False)[0].sum()
+
+
 def _build(name, batch):
     torch.manual_seed(0)
     if name == "transformer":
@@ -49,6 +79,12 @@ def _capture(name, batch):
         torch.manual_seed(0)
         model = ConvBN()
         inputs = (torch.randn(batch, 3, 6, 6), torch.randint(0, 5, (batch,)))
+    elif name == "recurrent":
+        torch.manual_seed(0)
+        model, inputs = Recurrent(), (torch.randint(0, 50, (batch, 7)),)
+    elif name == "attention":
+        torch.manual_seed(0)
+        model, inputs = Attention(), (torch.randn(batch, 5, 32),)
     else:
         model = _build(name, batch)
         inputs = models.example_inputs(model)
@@ -73,8 +109,10 @@ def _rescaled(tensor, old_batch, new_batch):
 class BatchDimTest(unittest.TestCase):
     # (model, captured batch, rescaled to): batches that collide with other
     # axes (the Transformer's 4 heads, GPT's 512 = batch * seq = vocab, the
-    # batch norm's 8 channels, q/k/v's stack of 3); the NMT is seq-first.
-    CASES = (("transformer", 4, 6), ("gpt", 8, 5), ("nmt", 3, 7), ("convbn", 8, 5))
+    # batch norm's 8 channels, q/k/v's stack of 3); the NMT is seq-first;
+    # recurrent layers make their initial state (zeros) inside the graph.
+    CASES = (("transformer", 4, 6), ("gpt", 8, 5), ("nmt", 3, 7), ("convbn", 8, 5),
+             ("recurrent", 3, 7), ("attention", 3, 7))
 
     @classmethod
     def setUpClass(cls):
@@ -96,7 +134,7 @@ class BatchDimTest(unittest.TestCase):
                     self.assertEqual(size, at_big[t.id].size_bytes)
                 if t.HasField("batch_dim") and t.shape[t.batch_dim] != small:
                     folded += 1
-            if name != "convbn":
+            if name not in ("convbn", "recurrent"):
                 # [batch*seq, d] activations and the like are marked.
                 self.assertGreater(folded, 0, name)
 

@@ -26,9 +26,13 @@ optimizer state and returned gradients are never marked):
   - other ops reading a marked tensor: the output's axis whose size is a
     marked input's batch axis size (that input's axis index first), the
     input's inner factor kept; an op that reduces over the batch gets none;
+  - select_backward, slice_backward: the gradient's axis, shifted past
+    the re-inserted one;
   - tensors no marked tensor reaches (placeholders, factories such as
-    zeros([B, h]), an expand of the loss's gradient): the mark of an already
-    marked tensor of the same shape, else a leading axis of size B.
+    zeros([layers, B, h]), an expand of the loss's gradient): the mark of an
+    already marked tensor of the same shape, else the first axis of size B
+    (over-marking predicts too large a peak at a larger batch, the safe
+    side; missing a batch axis predicts too small a one).
 Tangents (the backward's seeds) are matched by shape against the forward's
 marks, and the ops are walked again with them. A heuristic, not symbolic
 shapes: where an axis equals a batch axis by coincidence in a generic op, it
@@ -106,10 +110,14 @@ class _Walk:
         self.shapes.setdefault(tuple(int(d) for d in self.by_id[tid].shape), mark)
 
     def by_shape(self, t) -> Optional[Mark]:
-        mark = self.shapes.get(tuple(int(d) for d in t.shape))
+        dims = tuple(int(d) for d in t.shape)
+        mark = self.shapes.get(dims)
         if mark is not None:
             return mark
-        return (0, 1) if int(t.shape[0]) == self.batch else None
+        # The first axis of size B: a recurrent layer's initial state is
+        # zeros([layers, B, hidden]). Marking too much errs on the safe side
+        # (a larger predicted peak); missing a batch axis predicts too little.
+        return (dims.index(self.batch), 1) if self.batch in dims else None
 
     def source(self, node, index=0):
         """The (tensor, mark) of node.args[index] when it is marked."""
@@ -137,11 +145,23 @@ class _Walk:
         if "batch_norm" in name and len(out.shape) == 1:
             return True, None  # per-channel statistics
         src, mark = self.source(node)
+        if name in ("select_backward", "slice_backward"):
+            # (grad, input_sizes, dim, ...): the grad placed in a tensor of
+            # the input's sizes; select_backward re-inserts the axis dim.
+            if src is None:
+                return True, None
+            axis, inner = mark
+            dim = _axis(args[2], len(out.shape)) if len(args) > 2 else None
+            if name == "select_backward" and dim is not None and dim <= axis:
+                axis += 1
+            return True, (axis, inner)
         if name not in _RESHAPES and name not in (
                 "permute", "transpose", "t", "expand", "select", "unbind"):
             return False, None
         if src is None:
-            return True, None
+            # An expand of an unmarked tensor (the loss's gradient expanded
+            # to [B, ...]) makes its sizes from scratch, like a factory.
+            return (False, None) if name == "expand" else (True, None)
         axis, inner = mark
         rank = len(src.shape)
         if name in _RESHAPES:
