@@ -211,7 +211,7 @@ class UserModelsTest(unittest.TestCase):
         # fell back to torch's partition with "unhashable type: non-nested
         # SymInt").
         model = ConvNet()
-        planner = StashSetPlanner([])  # plain stash: the measured peak is AOT's
+        planner = StashSetPlanner([])  # stash nothing: recompute all it can
         backend = echo_torch.backend(planner=planner, on_error="raise")
         compiled = torch.compile(model, backend=backend)
         with warnings.catch_warnings(record=True) as caught:
@@ -228,6 +228,71 @@ class UserModelsTest(unittest.TestCase):
         self.assertIsNone(backend.fallback_reason)
         # batch 4 static, then 6 and 9 on the dynamic graph; 6 again is cached.
         self.assertEqual(len(backend.reports()), 3)
+
+
+def _ddp_rank(rank, port, results):
+    """One rank of DDP(optimize(model)): its gradients must be the average
+    of both ranks' (each rank's batch differs)."""
+    import os
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    try:
+        torch.manual_seed(0)
+        ref = ConvNet()
+        model = copy.deepcopy(ref)
+        ddp = DistributedDataParallel(optimize(model, planner=StashSetPlanner([]),
+                                               on_error="raise"))
+        batches = [torch.randn(4, 3, 8, 8, generator=torch.Generator().manual_seed(r))
+                   for r in range(2)]
+        for step in range(2):  # the second step checks the reducer is reset
+            for p in list(ref.parameters()) + list(model.parameters()):
+                p.grad = None
+            for r, x in enumerate(batches):
+                torch.manual_seed(10 * step + r)  # dropout's masks, as the rank draws them
+                (ref(x) / 2).backward()
+            torch.manual_seed(10 * step + rank)
+            ddp(batches[rank]).backward()
+            diff = max((a.grad - b.grad).abs().max().item()
+                       for a, b in zip(ref.parameters(), model.parameters()))
+            results[(rank, step)] = diff
+    finally:
+        dist.destroy_process_group()
+
+
+class DataParallelTest(unittest.TestCase):
+    def test_ddp_around_the_optimized_module_averages_gradients(self):
+        import torch.multiprocessing as mp
+        results = mp.Manager().dict()
+        mp.spawn(_ddp_rank, args=(servers.free_port(), results), nprocs=2)
+        self.assertEqual(len(results), 4)
+        for key, diff in results.items():
+            self.assertLess(diff, 1e-5, key)
+
+    def test_optimizing_a_data_parallel_wrapper_says_to_wrap_inside_it(self):
+        with self.assertRaisesRegex(TypeError, r"optimize the module inside it instead: "
+                                    r"DataParallel\(echo_torch.optimize\(module"):
+            optimize(nn.DataParallel(ConvNet()), planner=StashSetPlanner([]))
+
+    def test_profiler_ranges_in_the_forward_are_dropped_from_the_graph(self):
+        # DDP's forward opens one; record_function handles are not tensors.
+        class Annotated(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.a = nn.Linear(8, 8)
+
+            def forward(self, x):
+                with torch.autograd.profiler.record_function("block"):
+                    h = torch.tanh(self.a(x))
+                return h.square().sum()
+
+        model = Annotated()
+        x = torch.randn(4, 8)
+        wrapped = optimize(model, planner=StashSetPlanner([]), on_error="raise")
+        _assert_same(self, harness.run_step(model, wrapped, (x,)), harness.eager(model, (x,)))
+        self.assertGreater(report(wrapped).recompute_executions, 0)
 
 
 class ServerBehaviourTest(unittest.TestCase):

@@ -54,6 +54,23 @@ def _is_symbolic(value) -> bool:
         isinstance(d, torch.SymInt) for d in tuple(value.shape) + tuple(value.stride()))
 
 
+def _refuse_data_parallel(model) -> None:
+    """A data-parallel wrapper's forward must run every step (DDP readies
+    its gradient all-reduce there); a captured graph would run only the
+    model inside it, and each rank would keep its own gradients."""
+    wrappers = [nn.parallel.DistributedDataParallel, nn.parallel.DataParallel]
+    try:
+        from torch.distributed.fsdp import FullyShardedDataParallel
+        wrappers.append(FullyShardedDataParallel)
+    except ImportError:
+        pass
+    if isinstance(model, tuple(wrappers)):
+        name = type(model).__name__
+        raise TypeError(f"echo_torch.optimize: the model is a {name}, whose forward must run "
+                        f"each step; optimize the module inside it instead: "
+                        f"{name}(echo_torch.optimize(module, ...))")
+
+
 def _capture_hint(error) -> str:
     """What to do when one graph cannot hold the model: values or shapes
     that depend on data (`.item()`, `nonzero`) end AOTAutograd's trace."""
@@ -243,6 +260,7 @@ def optimize(model: nn.Module, *, server: Optional[str] = None, policy: str = "A
                       "re-wrapping its inner module with the new options", RuntimeWarning,
                       stacklevel=2)
         model = model.module
+    _refuse_data_parallel(model)
     capture_lib.check_torch_version()
     preflight = None
     if planner is None:

@@ -103,6 +103,24 @@ def _fallback_primals(fake_primals) -> List[PrimalInfo]:
                        f"primal_{i}") for i, v in enumerate(fake_primals)]
 
 
+def _drop_profiler_ranges(gm) -> None:
+    """Erases torch.profiler.record_function ranges (DDP's forward opens one;
+    models may too) from the joint graph: annotations for the profiler with
+    no effect on values, whose handles are not tensors a plan can place."""
+    graph = gm.graph
+    enters = [n for n in graph.nodes if n.op == "call_function"
+              and "_record_function_enter" in str(n.target)]
+    for enter in enters:
+        exits = list(enter.users)
+        if not all("_record_function_exit" in str(u.target) and not u.users for u in exits):
+            continue
+        for node in exits:
+            graph.erase_node(node)
+        graph.erase_node(enter)
+    if enters:
+        gm.recompile()
+
+
 def make_partition_fn(partitioner: Partitioner, name: str, capture: str,
                       primals: Optional[List[PrimalInfo]],
                       started: Optional[float] = None):
@@ -114,6 +132,7 @@ def make_partition_fn(partitioner: Partitioner, name: str, capture: str,
         started = time.perf_counter()
 
     def partition_fn(joint_module, joint_inputs, *, num_fwd_outputs, **_):
+        _drop_profiler_ranges(joint_module)
         fake_primals = joint_inputs[0]
         named = (primals if primals is not None and len(primals) == len(fake_primals)
                  else _fallback_primals(fake_primals))
