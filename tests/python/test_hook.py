@@ -152,6 +152,40 @@ class UserModelsTest(unittest.TestCase):
         _assert_same(self, got, harness.eager(model, (x,)))
         self.assertGreater(report(wrapped).recompute_executions, 0)
 
+    def test_inductor_keeps_saved_strides_and_runs_random_ops(self):
+        # Inductor may lay out a forward output as it likes; the backward was
+        # compiled for the traced strides (it failed "expected size 16==16,
+        # stride 1==64"). Dropout failed to lower ("should have been handled
+        # in replace_random.py"); it draws from torch's generator, as eager
+        # does, though in Inductor's order (torch.compile's own Inductor
+        # draws other masks too), so the check is two identical steps.
+        class DepthwiseUp(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.c1 = nn.Conv2d(3, 16, 3, padding=1)
+                self.dw = nn.Conv2d(16, 16, 3, padding=1, groups=16)
+                self.gn = nn.GroupNorm(4, 16)
+                self.c2 = nn.Conv2d(16, 8, 1)
+
+            def forward(self, x):
+                h = F.max_pool2d(F.hardswish(self.gn(self.dw(F.leaky_relu(self.c1(x))))), 2)
+                return F.interpolate(self.c2(h), scale_factor=2, mode="bilinear").square().mean()
+
+        model, x = DepthwiseUp(), torch.randn(4, 3, 16, 16)
+        wrapped = optimize(model, planner=StashSetPlanner([]), on_error="raise",
+                           compiler="inductor")
+        _assert_same(self, harness.run_step(model, wrapped, (x,)), harness.eager(model, (x,)))
+        self.assertGreater(report(wrapped).recompute_executions, 0)
+
+        model = _SumOf(nn.Sequential(nn.Linear(16, 32), nn.Dropout(0.3), nn.Tanh(),
+                                     nn.Linear(32, 4)))
+        x = torch.randn(8, 16)
+        wrapped = optimize(model, planner=StashSetPlanner([]), on_error="raise",
+                           compiler="inductor")
+        first, second = (harness.run_step(model, wrapped, (x,), seed=3) for _ in range(2))
+        _assert_same(self, second, first)
+        self.assertTrue(all(g is not None and torch.isfinite(g).all() for g in first.grads))
+
     def test_torch_compile_backend(self):
         model = ConvNet()
         x = torch.randn(4, 3, 8, 8)

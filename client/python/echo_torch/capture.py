@@ -58,6 +58,32 @@ def compile_program(gm, _example_inputs):
 COMPILERS = ("eager", "inductor")
 
 
+def _inductor_compile(gm, example_inputs):
+    """compile_fx_inner on one side of the partition, with what compile_fx
+    would have set up around it:
+    - every output keeps the strides it was traced with: the forward's saved
+      tensors are the backward's inputs, compiled against those strides
+      (compile_fx lets Inductor pick their layout and tells the backward;
+      our partition does not go through it);
+    - random ops run as aten's (fallback_random): compile_fx's joint-graph
+      passes, which would rewrite them into Inductor's, do not run either,
+      and the plan never recomputes them, so eager's generator is right."""
+    from torch._inductor import config
+    from torch._inductor.compile_fx import compile_fx_inner
+    try:
+        from torch._inductor.compile_fx import record_original_output_strides
+    except ImportError:  # older torch: outputs are user-visible by default
+        record_original_output_strides = None
+    if record_original_output_strides is not None:
+        record_original_output_strides(gm)
+        output = next(n for n in gm.graph.nodes if n.op == "output")
+        leaves = pytree.arg_tree_leaves(*output.args)
+        output.meta["user_visible_output_idxs"] = [
+            i for i, n in enumerate(leaves) if isinstance(n, torch.fx.Node)]
+    with config.patch(fallback_random=True):
+        return compile_fx_inner(gm, example_inputs)
+
+
 def inner_compiler(name: str):
     """(fw/bw compiler, decompositions) of an inner compiler: "eager" runs
     the programs op by op (the memory the plan predicts); "inductor"
@@ -67,9 +93,11 @@ def inner_compiler(name: str):
     if name == "eager":
         return compile_program, None
     if name == "inductor":
-        from torch._inductor.compile_fx import compile_fx_inner
+        # Some of Inductor's decompositions call into its lowering module,
+        # which compile_fx would have imported before tracing.
+        import torch._inductor.lowering  # noqa: F401
         from torch._inductor.decomposition import select_decomp_table
-        return compile_fx_inner, select_decomp_table()
+        return _inductor_compile, select_decomp_table()
     raise ValueError(f"unknown compiler {name!r}; one of {', '.join(COMPILERS)}")
 
 
