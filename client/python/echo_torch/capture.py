@@ -16,6 +16,7 @@ and `num_fwd_outputs` (which counts the updated buffers AOTAutograd returns
 as extra forward outputs) and hands a JointGraph to `partitioner`, which
 returns the forward and backward programs.
 """
+import importlib
 import time
 from typing import Callable, List, Optional, Sequence, Tuple
 
@@ -95,7 +96,7 @@ def inner_compiler(name: str):
     if name == "inductor":
         # Some of Inductor's decompositions call into its lowering module,
         # which compile_fx would have imported before tracing.
-        import torch._inductor.lowering  # noqa: F401
+        importlib.import_module("torch._inductor.lowering")
         from torch._inductor.decomposition import select_decomp_table
         return _inductor_compile, select_decomp_table()
     raise ValueError(f"unknown compiler {name!r}; one of {', '.join(COMPILERS)}")
