@@ -43,7 +43,7 @@ class RegistryTest : public ::testing::Test {
     server_.reset();
     server_ = testing::ValueOrFail(
         server::EchoServer::Start(testing::Loopback(options)));
-    client_ = testing::ClientOf(*server_, 30);
+    client_ = testing::ClientOf(*server_, 30 * testing::kTimeScale);
   }
 
   std::string Register(const v1::Graph& graph) {

@@ -30,7 +30,7 @@ class SchedulerTest : public ::testing::Test {
         server::EchoServer::Start(testing::Loopback());
     ASSERT_TRUE(started.ok()) << started.status();
     server_ = *std::move(started);
-    client_ = testing::ClientOf(*server_, 30);
+    client_ = testing::ClientOf(*server_, 30 * testing::kTimeScale);
     vgg16_ = testing::ValueOrFail(adapter::LoadGraphFile(
         std::string(ECHO_TEST_DATA_DIR) + "/checkmate/vgg16_b256_train.json",
         adapter::GraphFormat::kAuto, planner::kCheckmateBatchFromName));

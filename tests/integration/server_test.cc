@@ -34,7 +34,7 @@ class ServerTest : public ::testing::Test {
         server::EchoServer::Start(testing::Loopback(options));
     ASSERT_TRUE(started.ok()) << started.status();
     server_ = *std::move(started);
-    client_ = testing::ClientOf(*server_, 10);
+    client_ = testing::ClientOf(*server_, 10 * testing::kTimeScale);
   }
 
   v1::EstimateMemoryRequest Vgg16Request() {

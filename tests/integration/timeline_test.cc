@@ -39,7 +39,7 @@ class TimelineTest : public ::testing::Test {
   void SetUp() override {
     server_ =
         testing::ValueOrFail(server::EchoServer::Start(testing::Loopback()));
-    client_ = testing::ClientOf(*server_, 60);
+    client_ = testing::ClientOf(*server_, 60 * testing::kTimeScale);
     graph_ = testing::ValueOrFail(adapter::LoadGraphFile(
         std::string(ECHO_TEST_DATA_DIR) + "/checkmate/vgg16_b256_train.json"));
   }
