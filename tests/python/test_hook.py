@@ -221,6 +221,44 @@ class UserModelsTest(unittest.TestCase):
         self.assertEqual(got.peak_bytes, want.peak_bytes)
         _assert_same(self, got, want)
 
+    def test_checkpoints_hold_the_wrapped_modules_own_keys(self):
+        def make():
+            return nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.Linear(16, 1))
+
+        model = make()
+        wrapped = optimize(model, planner=StashSetPlanner([]), on_error="raise")
+        self.assertEqual(list(wrapped.state_dict()), list(model.state_dict()))
+        plain = make()
+        plain.load_state_dict(wrapped.state_dict())  # strict: same keys
+        other = optimize(make(), planner=StashSetPlanner([]), on_error="raise")
+        other.load_state_dict(model.state_dict())
+        for (name, a), b in zip(model.state_dict().items(), other.state_dict().values()):
+            self.assertTrue(torch.equal(a, b), name)
+
+        class Outer(nn.Module):  # wrapped inside a larger model
+            def __init__(self, encoder):
+                super().__init__()
+                self.encoder = encoder
+                self.head = nn.Linear(1, 1)
+
+        outer, outer_plain = Outer(optimize(make(), planner=StashSetPlanner([]))), Outer(make())
+        self.assertEqual(list(outer.state_dict()), list(outer_plain.state_dict()))
+        outer_plain.load_state_dict(outer.state_dict())
+        outer.load_state_dict(outer_plain.state_dict())
+        with self.assertRaisesRegex(RuntimeError, "Unexpected key"):
+            outer.load_state_dict({**outer_plain.state_dict(), "bogus": torch.zeros(1)})
+        x = torch.randn(4, 8)
+        torch.testing.assert_close(other(x), model(x))  # loaded weights and statistics
+
+    def test_module_hooks_warn_that_they_run_at_capture_only(self):
+        model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 1))
+        model[0].register_forward_hook(lambda *_: None)
+        model[2].register_full_backward_hook(lambda *_: None)
+        wrapped = optimize(model, planner=StashSetPlanner([]), on_error="raise")
+        with self.assertWarnsRegex(RuntimeWarning, r"module hooks on 0 \(forward\), "
+                                   r"2 \(backward\) run while a step is captured"):
+            wrapped(torch.randn(4, 8)).sum().backward()
+
     def test_data_dependent_forward_runs_unmodified_and_says_what_to_do(self):
         class ItemBranch(nn.Module):
             def __init__(self):

@@ -83,6 +83,40 @@ def _capture_hint(error) -> str:
     return ""
 
 
+def _hooked_modules(model: nn.Module) -> List[str]:
+    """Submodules with forward or backward hooks, each with the kinds."""
+    found = []
+    for name, module in model.named_modules():
+        kinds = [kind for kind, hooks in (
+            ("forward pre", module._forward_pre_hooks), ("forward", module._forward_hooks),
+            ("backward pre", getattr(module, "_backward_pre_hooks", None)),
+            ("backward", module._backward_hooks)) if hooks]
+        if kinds:
+            found.append(f"{name or type(model).__name__} ({', '.join(kinds)})")
+    return found
+
+
+_INNER = "module."  # EchoModule's attribute holding the wrapped module
+
+
+def _drop_inner_prefix(module, state_dict, prefix, local_metadata):
+    inner = prefix + _INNER
+    items = list(state_dict.items())
+    state_dict.clear()
+    for key, value in items:
+        state_dict[prefix + key[len(inner):] if key.startswith(inner) else key] = value
+    metadata = getattr(state_dict, "_metadata", None)
+    if metadata is not None:  # per-module versions, keyed by prefix without its dot
+        for key in [k for k in metadata if (k + ".").startswith(inner)]:
+            metadata[prefix + key[len(inner):]] = metadata.pop(key)
+
+
+def _add_inner_prefix(module, state_dict, prefix, *_):
+    inner = prefix + _INNER
+    for key in [k for k in state_dict if k.startswith(prefix)]:
+        state_dict[inner + key[len(prefix):]] = state_dict.pop(key)
+
+
 class _Entry:
     def __init__(self):
         self.fn = None
@@ -116,6 +150,11 @@ class EchoModule(nn.Module):
         self._fallback_reason: Optional[str] = None
         self._last: Optional[_Entry] = None
         self._infeasible = InfeasibleWarning()
+        # Checkpoints hold the wrapped module's own keys ("0.weight", not
+        # "module.0.weight"), so they load into the model with or without
+        # the hook, as training code expects.
+        self.register_state_dict_post_hook(_drop_inner_prefix)
+        self.register_load_state_dict_pre_hook(_add_inner_prefix)
 
     @property
     def fallback_reason(self) -> Optional[str]:
@@ -157,6 +196,14 @@ class EchoModule(nn.Module):
         if self._entries:
             logger.info("echo_torch: new input signature for %s: capturing and planning "
                         "again", type(self.module).__name__)
+        else:
+            hooked = _hooked_modules(self.module)
+            if hooked:
+                warnings.warn(
+                    f"echo_torch: module hooks on {', '.join(hooked)} run while a step is "
+                    "captured, not at every step: what they compute is part of the plan; "
+                    "what they do on the side (logging, keeping tensors) happens at capture "
+                    "only", RuntimeWarning, stacklevel=3)
         try:
             if self._preflight is not None:
                 self._preflight()
