@@ -243,6 +243,8 @@ class UserModelsTest(unittest.TestCase):
 
         outer, outer_plain = Outer(optimize(make(), planner=StashSetPlanner([]))), Outer(make())
         self.assertEqual(list(outer.state_dict()), list(outer_plain.state_dict()))
+        self.assertEqual(sorted(outer.state_dict()._metadata),  # module versions
+                         sorted(outer_plain.state_dict()._metadata))
         outer_plain.load_state_dict(outer.state_dict())
         outer.load_state_dict(outer_plain.state_dict())
         with self.assertRaisesRegex(RuntimeError, "Unexpected key"):

@@ -108,7 +108,8 @@ def _drop_inner_prefix(module, state_dict, prefix, local_metadata):
     metadata = getattr(state_dict, "_metadata", None)
     if metadata is not None:  # per-module versions, keyed by prefix without its dot
         for key in [k for k in metadata if (k + ".").startswith(inner)]:
-            metadata[prefix + key[len(inner):]] = metadata.pop(key)
+            rest = key[len(inner):]  # "" for the wrapped module itself
+            metadata[prefix + rest if rest else prefix[:-1]] = metadata.pop(key)
 
 
 def _add_inner_prefix(module, state_dict, prefix, *_):
