@@ -26,6 +26,7 @@ import torch.utils._pytree as pytree
 
 from echo_torch.convert import (JointGraph, PrimalInfo, ROLE_BUFFER, ROLE_INPUT,
                                 ROLE_PARAMETER)
+from echo_torch import ops
 from echo_torch.executor import is_echo_module, program_of
 from echo_torch.log import logger
 
@@ -132,21 +133,25 @@ def _fallback_primals(fake_primals) -> List[PrimalInfo]:
                        f"primal_{i}") for i, v in enumerate(fake_primals)]
 
 
+_PROFILER_ENTERS = frozenset(("_record_function_enter", "_record_function_enter_new"))
+
+
 def _drop_profiler_ranges(gm) -> None:
     """Erases torch.profiler.record_function ranges (DDP's forward opens one;
     models may too) from the joint graph: annotations for the profiler with
     no effect on values, whose handles are not tensors a plan can place."""
     graph = gm.graph
-    enters = [n for n in graph.nodes if n.op == "call_function"
-              and "_record_function_enter" in str(n.target)]
-    for enter in enters:
+    erased = False
+    for enter in [n for n in graph.nodes if n.op == "call_function"
+                  and ops.base_name(n.target) in _PROFILER_ENTERS]:
         exits = list(enter.users)
-        if not all("_record_function_exit" in str(u.target) and not u.users for u in exits):
-            continue
-        for node in exits:
-            graph.erase_node(node)
-        graph.erase_node(enter)
-    if enters:
+        if all(ops.base_name(u.target) == "_record_function_exit" and not u.users
+               for u in exits):
+            for node in exits:
+                graph.erase_node(node)
+            graph.erase_node(enter)
+            erased = True
+    if erased:
         gm.recompile()
 
 
