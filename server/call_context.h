@@ -2,6 +2,8 @@
 #ifndef ECHO_SERVER_CALL_CONTEXT_H_
 #define ECHO_SERVER_CALL_CONTEXT_H_
 
+#include "absl/strings/match.h"
+#include "absl/strings/string_view.h"
 #include "echo/v1/device.pb.h"
 
 namespace echo::server {
@@ -11,6 +13,12 @@ inline bool NamesDevice(const v1::DeviceSpec& device) {
   return !device.name().empty() || device.memory_bytes() != 0 ||
          device.peak_flops_size() > 0 ||
          device.memory_bandwidth_bytes_per_second() != 0;
+}
+
+// CheckFit's device_names entry that stands for every catalog device, in
+// any case (device names match in any case too).
+inline bool NamesAllDevices(absl::string_view name) {
+  return absl::EqualsIgnoreCase(name, "all");
 }
 
 }  // namespace echo::server

@@ -25,7 +25,7 @@ absl::StatusOr<std::vector<std::string>> ExpandDeviceNames(
     if (seen.insert(name).second) names.push_back(name);
   };
   for (const std::string& name : request.device_names()) {
-    if (name == "all") {
+    if (NamesAllDevices(name)) {
       for (const std::string& known : planner::CatalogDeviceNames()) add(known);
       continue;
     }

@@ -3,6 +3,7 @@
 // pool), parsing, the answer cache, and Complete on every path. The
 // methods' work is in planner_service.cc, graph_calls.cc and
 // scheduler_handlers.cc.
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -11,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "planner/status_macros.h"
+#include "server/call_context.h"
 #include "server/guarded_call.h"
 #include "server/planner_service.h"
 #include "server/request_codec.h"
@@ -230,10 +232,15 @@ PlannerService::Lane PlannerService::PlanLane(
 
 PlannerService::Lane PlannerService::FitLane(
     const v1::CheckFitRequest& request) const {
-  // Several devices: several plans.
-  return request.device_names_size() > 1
-             ? Lane::kPool
-             : LaneFor(request.graph(), request.graph_fingerprint());
+  // Several devices ("all": every catalog entry) or a batch search per
+  // device: many plans, whatever the graph's size.
+  const bool many_plans =
+      request.device_names_size() > 1 || request.include_max_batch() ||
+      std::any_of(
+          request.device_names().begin(), request.device_names().end(),
+          [](const std::string& name) { return NamesAllDevices(name); });
+  return many_plans ? Lane::kPool
+                    : LaneFor(request.graph(), request.graph_fingerprint());
 }
 
 }  // namespace echo::server

@@ -21,6 +21,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "in_process_echod.h"
+#include "planner/device_catalog.h"
 #include "server/planner_service.h"
 #include "server/profiler/fake_op_timer.h"
 #include "tests/unit/test_util.h"
@@ -71,6 +72,40 @@ v1::Graph GemmGraph() {
   op->add_output_ids("c");
   return graph;
 }
+
+// An echod with one worker, busy for 2 s timing a profile when constructed:
+// a request that waits for the worker takes over a second, one answered on
+// gRPC's threads does not.
+struct BusyWorkerEchod {
+  static server::PlannerServiceOptions OneWorker() {
+    server::PlannerServiceOptions options;
+    options.worker_threads = 1;
+    return options;
+  }
+  static std::unique_ptr<server::FakeOpTimer> TwoSecondTimer() {
+    auto timer = std::make_unique<server::FakeOpTimer>();
+    timer->SetCallDuration(std::chrono::milliseconds(2000));
+    return timer;
+  }
+
+  explicit BusyWorkerEchod(
+      std::unique_ptr<server::FakeOpTimer> gpu = TwoSecondTimer())
+      : timer(gpu.get()), echod(OneWorker(), std::move(gpu)) {
+    v1::ProfileOpsRequest profile;
+    *profile.mutable_graph() = GemmGraph();
+    profile.set_force(true);
+    profiled = std::async(std::launch::async, [this, profile] {
+      return echod.Client().ProfileOps(profile).status();
+    });
+    while (timer->max_concurrent_calls() == 0) {  // the worker is timing
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+
+  const server::FakeOpTimer* timer;  // owned by echod
+  Echod echod;
+  std::future<absl::Status> profiled;
+};
 
 int64_t PeakResidentBytes() {
   std::ifstream status("/proc/self/status");
@@ -241,21 +276,8 @@ TEST(AttackTest, HealthAnswersWhilePlansBurnTheWorkers) {
 // waits for the worker (before, a callback thread parsed it at once), while
 // a small one, health and GetNodeInfo answer at once.
 TEST(AttackTest, BigRequestsAreParsedOnTheWorkerPool) {
-  server::PlannerServiceOptions options;
-  options.worker_threads = 1;
-  auto timer = std::make_unique<server::FakeOpTimer>();
-  timer->SetCallDuration(std::chrono::milliseconds(2000));
-  const server::FakeOpTimer* gpu = timer.get();  // owned by echod
-  Echod echod(options, std::move(timer));
-  v1::ProfileOpsRequest profile;
-  *profile.mutable_graph() = GemmGraph();
-  profile.set_force(true);
-  auto profiled = std::async(std::launch::async, [&] {
-    return echod.Client().ProfileOps(profile).status();
-  });
-  while (gpu->max_concurrent_calls() == 0) {  // the worker is timing
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  BusyWorkerEchod busy;
+  Echod& echod = busy.echod;
   const std::string garbage(2 << 20, '\xff');
   ASSERT_GT(static_cast<int64_t>(garbage.size()),
             server::kDefaultMaxInlineRequestBytes);
@@ -275,7 +297,7 @@ TEST(AttackTest, BigRequestsAreParsedOnTheWorkerPool) {
     probe_max = std::max(probe_max, SecondsSince(start));
   }
   const double small_seconds = SecondsSince(sent);
-  EXPECT_TRUE(profiled.get().ok());
+  EXPECT_TRUE(busy.profiled.get().ok());
   const auto [status, big_seconds] = big.get();
   std::cout << "[ measured ] small unparsable request and 5 health + "
             << "GetNodeInfo probes within " << small_seconds * 1e3
@@ -303,6 +325,49 @@ TEST(AttackTest, BigRequestsAreParsedOnTheWorkerPool) {
                                  "ARGUMENT\",method=\"EstimateMemory\"} 2"));
   EXPECT_THAT(metrics, HasSubstr("echo_requests_total{code=\"OK\",method="
                                  "\"EstimateMemory\"} 1"));
+}
+
+// CheckFit on "all" devices, or with a batch search per device, plans many
+// times whatever the graph's size: it waits for the worker pool (before, a
+// small graph's ran on a gRPC thread: 8 devices x a search each).
+TEST(AttackTest, ManyDeviceFitChecksRunOnTheWorkerPool) {
+  BusyWorkerEchod busy;
+  v1::CheckFitRequest all;
+  *all.mutable_graph() = GemmGraph();
+  all.add_device_names("ALL");  // any case, as device names
+  v1::CheckFitRequest batch;
+  *batch.mutable_graph() = GemmGraph();
+  batch.mutable_device()->set_name("v100-16gb");
+  batch.set_include_max_batch(true);
+  v1::CheckFitRequest one;
+  *one.mutable_graph() = GemmGraph();
+  one.mutable_device()->set_name("v100-16gb");
+  const Clock::time_point sent = Clock::now();
+  auto timed = [&](const v1::CheckFitRequest& request) {
+    return std::async(std::launch::async, [&] {
+      absl::StatusOr<v1::CheckFitResponse> response =
+          busy.echod.Client().CheckFit(request);
+      return std::make_pair(std::move(response), SecondsSince(sent));
+    });
+  };
+  auto on_all = timed(all);
+  auto with_batch = timed(batch);
+  auto [single, single_seconds] = timed(one).get();
+  auto [every, all_seconds] = on_all.get();
+  auto [batched, batch_seconds] = with_batch.get();
+  EXPECT_TRUE(busy.profiled.get().ok());
+  std::cout << "[ measured ] behind a 2 s profile: one device "
+            << single_seconds * 1e3 << " ms, all " << all_seconds * 1e3
+            << " ms, include_max_batch " << batch_seconds * 1e3 << " ms\n";
+  ASSERT_TRUE(single.ok()) << single.status();
+  ASSERT_TRUE(every.ok()) << every.status();
+  ASSERT_TRUE(batched.ok()) << batched.status();
+  EXPECT_EQ(every->devices_size(),
+            static_cast<int>(planner::CatalogDeviceNames().size()));
+  // Structural, as above: the small single-device check did not wait.
+  EXPECT_LT(single_seconds, 0.5);
+  EXPECT_GT(all_seconds, 1.0);
+  EXPECT_GT(batch_seconds, 1.0);
 }
 
 // Finding 3 (the part that exists): a client whose deadline passes stops
