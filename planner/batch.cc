@@ -54,13 +54,9 @@ BatchScaler::BatchScaler(const Graph& graph)
   for (OpIndex o = 0; o < graph.num_ops(); ++o) {
     if (!op_scaled[o]) continue;
     scaled_ops_.push_back(o);
-    Op numbers;
     const Op& op = graph.op(o);
-    numbers.flops = op.flops;
-    numbers.measured_time_seconds = op.measured_time_seconds;
-    numbers.relative_cost = op.relative_cost;
-    numbers.workspace_bytes = op.workspace_bytes;
-    base_ops_.push_back(std::move(numbers));
+    base_ops_.push_back({op.flops, op.measured_time_seconds, op.relative_cost,
+                         op.workspace_bytes});
   }
 }
 
@@ -101,7 +97,7 @@ absl::StatusOr<const Graph*> BatchScaler::At(int64_t batch) {
       static_cast<double>(batch) / static_cast<double>(base_batch_);
   for (size_t i = 0; i < scaled_ops_.size(); ++i) {
     Op& op = graph_.ops_[scaled_ops_[i]];
-    const Op& base = base_ops_[i];
+    const OpNumbers& base = base_ops_[i];
     op.flops = ScaleNumber(base.flops, factor);
     op.measured_time_seconds = ScaleNumber(base.measured_time_seconds, factor);
     op.relative_cost = ScaleNumber(base.relative_cost, factor);

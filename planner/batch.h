@@ -50,8 +50,15 @@ class BatchScaler {
   std::vector<TensorIndex> scaled_tensors_;
   std::vector<int64_t> base_tensor_bytes_;
   std::vector<int64_t> batch_multiples_;  // k above, 0 when shapeless
+  // An op's numbers that scale with the batch, at the base batch.
+  struct OpNumbers {
+    double flops;
+    double measured_time_seconds;
+    double relative_cost;
+    int64_t workspace_bytes;
+  };
   std::vector<OpIndex> scaled_ops_;
-  std::vector<Op> base_ops_;  // only the numeric fields are used
+  std::vector<OpNumbers> base_ops_;
 };
 
 // One-off: the graph rescaled to `batch`.
