@@ -307,6 +307,11 @@ int RunFit(PlannerClient& client, const EchoctlFlags& flags) {
   } else if (flags.devices.empty()) {
     std::cout << (response->fits() ? "fits" : "does not fit") << ": "
               << response->message() << "\n";
+    if (response->devices_size() == 1 &&
+        response->devices(0).has_max_batch_size()) {
+      std::cout << "largest batch: " << response->devices(0).max_batch_size()
+                << "\n";
+    }
   } else {
     std::cout << absl::StrFormat("%-14s %10s %10s %-22s %10s %10s %9s %9s\n",
                                  "device", "memory", "reserved", "answer",

@@ -338,7 +338,8 @@ int main(int argc, char** argv) {
     return kUsageExitCode;
   }
 
-  for (CLI::App* command : {estimate, plan, fit, profile}) {
+  for (CLI::App* command :
+       {estimate, plan, fit, max_batch, frontier, profile, report}) {
     if (command->parsed() && flags.graph.empty() && flags.fingerprint.empty()) {
       std::cerr << "echoctl: " << command->get_name()
                 << " needs --graph or --fingerprint (see echoctl --help)\n";

@@ -88,6 +88,18 @@ ctl fit --graph "$vgg" --batch_dim auto --devices a100-80gb --max_batch \
   >"$work/fit_batch.txt"
 check "fit --max_batch ends the device's row with its largest batch" \
   grep -Eq "^a100-80gb .* [0-9]+$" "$work/fit_batch.txt"
+ctl fit --graph "$vgg" --batch_dim auto --device a100-80gb --max_batch \
+  >"$work/fit_batch_one.txt"
+check "fit --device --max_batch prints the largest batch" \
+  grep -Eq "^largest batch: [0-9]+$" "$work/fit_batch_one.txt"
+for args in register "max-batch --device a100-80gb" frontier \
+  "report --html $work/none.html"; do
+  command=${args%% *}
+  ctl $args >/dev/null 2>"$work/err.txt"
+  check "$command without a graph is a usage error (exit 2)" test $? -eq 2
+  check "$command without a graph names what is missing" \
+    grep -q -- "--graph" "$work/err.txt"
+done
 ctl --output json max-batch --graph "$vgg" --batch_dim auto --device v100-16gb \
   --reserved_bytes 0 --multiple_of 32 >"$work/batch.json"
 check "max-batch JSON, multiples of 32" grep -q '"batch_size": "256"' "$work/batch.json"
