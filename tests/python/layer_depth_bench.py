@@ -6,7 +6,7 @@ with AUTO at <= 5% and <= 20% extra compute.
   build/venv/bin/python tests/python/layer_depth_bench.py \
       [--models transformer,resnet] [--devices rtx-2080-ti,a100-80gb] \
       [--max-depth transformer=160,resnet=256] [--server HOST:PORT] [--json out.json] \
-      [--cache-dir DIR]
+      [--cache-dir DIR] [--given MODEL:DEVICE:QUESTION=DEPTH ...]
 
 Without --server it starts build/bin/echod (or $ECHO_ECHOD) on a free port.
 
@@ -36,10 +36,10 @@ graph captured at the target batch.
 
 Questions, per captured depth and device: CheckFit(graph, device,
 max_overhead_ratio = 0.05, and 0.20, reserved_bytes) answers "fits without
-recomputation" and "fits with AUTO within the ratio". reserved_bytes: CheckFit
-has no server-side default (0), so this is the documented allowance
-500 MiB + 5% of device memory (CUDA context, library handles, allocator
-fragmentation). Each answer's depth is found by galloping (1, 2, 4, ...; the
+recomputation" and "fits with AUTO within the ratio". reserved_bytes: the
+benchmark's allowance, 500 MiB + 5% of device memory (CUDA context, library
+handles, allocator fragmentation), set on every request so that answers
+compare across runs (echod's default when unset, 512 MiB + 5%, came later). Each answer's depth is found by galloping (1, 2, 4, ...; the
 plain peak, linear in depth, jumps to where its line through the last two
 depths crosses the usable memory) from the deepest depth already known to
 fit, then bisection, on the assumption
@@ -51,8 +51,9 @@ the usable memory is probed with its neighbour before a bisection step
 memory_limit_bytes = device - reserved (GenerateRecomputePlan) is asked too
 as a cross-check (its replayed peak and extra compute).
 
-Every RPC here is cold: echod (main) has no graph registry or answer cache
-yet, and no question repeats a (graph, device, ratio).
+Every RPC here is cold: graphs are sent inline (echod caches answers only
+to requests by fingerprint), and no question repeats a (graph, device,
+ratio).
 """
 import argparse
 import dataclasses
@@ -355,6 +356,10 @@ def main():
     parser.add_argument("--json", help="write the answers and RPC latencies here")
     parser.add_argument("--cache-dir", help="keep captured graphs here (binary echo.v1.Graph "
                         "per model, depth and batch) and reuse them on the next run")
+    parser.add_argument("--given", action="append", default=[], metavar="MODEL:DEVICE:Q=DEPTH",
+                        help="an answer found by an earlier run, not searched again (Q: plain, "
+                        "0.05 or 0.2); later questions start from it, e.g. "
+                        "transformer:a100-80gb:0.05=663; repeatable")
     args = parser.parse_args()
     model_names = [m for m in args.models.split(",") if m]
     device_names = [d for d in args.devices.split(",") if d]
@@ -362,6 +367,18 @@ def main():
     for m in model_names:
         if m not in PAPER:
             parser.error(f"unknown model {m!r}")
+    given = {}  # (model, device, ratio or None) -> depth
+    for item in args.given:
+        try:
+            key, depth = item.split("=")
+            model, device, question = key.split(":")
+            ratio = None if question == "plain" else float(question)
+            if model not in PAPER or (ratio is not None and ratio not in RATIOS):
+                raise ValueError
+            given[(model, device, ratio)] = int(depth)
+        except ValueError:
+            parser.error(f"--given {item!r}: expected MODEL:DEVICE:QUESTION=DEPTH with "
+                         f"QUESTION one of plain, {', '.join(map(str, RATIOS))}")
     torch.set_num_threads(1)
     started = time.perf_counter()
 
@@ -380,11 +397,17 @@ def main():
                 answers = {}
                 floor = 0
                 for ratio in (None,) + RATIOS:
-                    depth, capped = bench.deepest(model, device, ratio, max_depth[model], floor)
+                    source = ""
+                    if (model, device, ratio) in given:
+                        depth, capped = given[(model, device, ratio)], False
+                        source = " (given: an earlier run's answer)"
+                    else:
+                        depth, capped = bench.deepest(model, device, ratio, max_depth[model],
+                                                      floor)
                     answers[ratio] = (depth, capped)
                     floor = depth
                     print(f"  deepest {'plain' if ratio is None else f'AUTO <= {ratio:.0%}'}: "
-                          f"{fmt_depth(model, depth, capped)}", flush=True)
+                          f"{fmt_depth(model, depth, capped)}{source}", flush=True)
                 rows.append(dict(model=model, device=device, answers=answers))
                 depth = answers[RATIOS[-1]][0]
                 if depth:
@@ -402,7 +425,8 @@ def main():
                                        fit_peak=fit.planned_peak_bytes,
                                        fit_overhead=fit.recompute_overhead_ratio))
             plain = rows[-len(device_names)]["answers"][None][0]
-            if plain:
+            # A given plain answer was measured by the run that found it.
+            if plain and (model, device_names[0], None) not in given:
                 gaps.append(batch_scaling_gap(bench, model, plain))
 
     total = time.perf_counter() - started
