@@ -68,6 +68,13 @@ absl::StatusOr<v1::Graph> ParseGraph(const std::string& content,
   if (format == GraphFormat::kAuto) {
     format = DetectFormat(std::string(name_for_errors), content);
   }
+  // Silently ignoring it would answer for another batch than asked.
+  if (checkmate_batch_size != 0 && format != GraphFormat::kCheckmate) {
+    return fail(
+        "a Checkmate batch size (echoctl --batch_dim) applies to Checkmate "
+        "JSON files only; this graph carries its own batch dimension "
+        "(Graph.batch_size, Tensor.batch_dim: the PyTorch hook fills them)");
+  }
   v1::Graph graph;
   switch (format) {
     case GraphFormat::kCheckmate: {

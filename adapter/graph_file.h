@@ -30,7 +30,7 @@ absl::StatusOr<GraphFormat> ParseGraphFormat(absl::string_view name);
 // Checkmate files: 0 no batch dimension; > 0 the graph's batch size;
 // planner::kCheckmateBatchFromName (-1) from the file name ("_b256"), else
 // from the graph's name (planner/checkmate_import.h). Other formats carry
-// their own batch dimension and ignore it.
+// their own batch dimension: a nonzero value is INVALID_ARGUMENT for them.
 absl::StatusOr<v1::Graph> LoadGraphFile(const std::string& path,
                                         GraphFormat format = GraphFormat::kAuto,
                                         int64_t checkmate_batch_size = 0);

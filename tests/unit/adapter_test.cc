@@ -70,6 +70,24 @@ TEST(GraphSpecsToProtoTest, CheckmateGraphKeepsItsPeak) {
   EXPECT_EQ(planner::SimulatePlain(graph, {}).peak_bytes, 15825108992);
 }
 
+// A Checkmate batch size given for another format is an error, not ignored.
+TEST(GraphSpecsToProtoTest, CheckmateBatchOnlyForCheckmateFiles) {
+  for (const int64_t batch : {int64_t{32}, planner::kCheckmateBatchFromName}) {
+    const absl::StatusOr<v1::Graph> text = ParseGraph(
+        "tensor x 16 input\n", GraphFormat::kEchoText, "g.graph", batch);
+    EXPECT_EQ(text.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(text.status().message()),
+                HasSubstr("g.graph: a Checkmate batch size (echoctl "
+                          "--batch_dim) applies to Checkmate JSON files only"));
+  }
+  ASSERT_OK_AND_ASSIGN(
+      const v1::Graph vgg,
+      ParseGraph(testing::ReadTestFile("checkmate/vgg16_b256_train.json"),
+                 GraphFormat::kAuto, "vgg16_b256_train.json",
+                 planner::kCheckmateBatchFromName));
+  EXPECT_EQ(vgg.batch_size(), 256);
+}
+
 TEST(GraphSpecsToProtoTest, ValidationIsTheServersOnly) {
   // Syntax is fine; the dangling input is for GraphFromProto (the server).
   ASSERT_OK_AND_ASSIGN(
