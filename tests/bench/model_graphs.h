@@ -29,6 +29,11 @@ ModelGraph MakeLstmAttentionGraph(int layers, int steps, int64_t batch,
 ModelGraph MakeTransformerGraph(int layers, int64_t batch, int64_t sequence,
                                 int64_t hidden, int heads);
 
+// The graph with every input and activation marked as proportional to
+// `batch` (the generators size them by batch): a batch dimension for the
+// scheduler benchmarks.
+planner::Graph WithBatchMarks(const planner::Graph& graph, int64_t batch);
+
 }  // namespace echo::bench
 
 #endif  // ECHO_TESTS_BENCH_MODEL_GRAPHS_H_

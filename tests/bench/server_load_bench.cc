@@ -11,11 +11,7 @@
 //   echo_server_load_bench [--echod PATH] [--graph FILE] [--threads N]
 //       [--seconds S] [--mix estimate,plan,fit,info,invalid]
 //       [--max_concurrent_requests N] [--graph_copies N] [--probe_ms MS]
-#include <netinet/in.h>
-#include <signal.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
+#include <sys/types.h>
 
 #include <algorithm>
 #include <atomic>
@@ -33,6 +29,7 @@
 #include "absl/strings/str_split.h"
 #include "adapter/graph_file.h"
 #include "client/planner_client.h"
+#include "echod_child.h"
 
 namespace {
 
@@ -108,40 +105,6 @@ echo::v1::Graph Tiled(const echo::v1::Graph& graph, int copies) {
   return tiled;
 }
 
-int FreeLoopbackPort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(address);
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
-    port = ntohs(address.sin_port);
-  }
-  ::close(fd);
-  return port;
-}
-
-// echod on 127.0.0.1:port, its logs to `log` (errors only).
-pid_t StartEchod(const Args& args, int port, const std::string& log) {
-  const pid_t pid = ::fork();
-  if (pid != 0) return pid;
-  std::vector<std::string> argv = {
-      args.echod,
-      absl::StrCat("--grpc_address=127.0.0.1:", port),
-      "--metrics_address=",
-      "--log_level=error",
-      "--profile_cache_dir=none",
-      absl::StrCat("--max_concurrent_requests=", args.max_concurrent_requests)};
-  std::vector<char*> raw;
-  for (std::string& arg : argv) raw.push_back(arg.data());
-  raw.push_back(nullptr);
-  if (std::freopen(log.c_str(), "w", stderr) == nullptr) _exit(126);
-  ::execv(raw[0], raw.data());
-  _exit(127);
-}
-
 int64_t ResidentBytes(pid_t pid) {
   std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
   std::string line;
@@ -181,10 +144,6 @@ int main(int argc, char** argv) {
                  "N] [--graph_copies N] [--probe_ms MS]\n";
     return 2;
   }
-  if (args.echod.empty()) {
-    const std::string self = argv[0];
-    args.echod = self.substr(0, self.rfind('/') + 1) + "echod";
-  }
   absl::StatusOr<echo::v1::Graph> graph =
       echo::adapter::LoadGraphFile(args.graph);
   if (!graph.ok()) {
@@ -192,26 +151,20 @@ int main(int argc, char** argv) {
     return 1;
   }
   *graph = Tiled(*graph, args.graph_copies);
-  const int port = FreeLoopbackPort();
-  const std::string log =
-      absl::StrCat("/tmp/echo_load_bench.", ::getpid(), ".log");
-  const pid_t echod = StartEchod(args, port, log);
-  echo::client::ClientOptions client_options;
-  client_options.server = absl::StrCat("127.0.0.1:", port);
-  client_options.timeout_seconds = 60;
-  {
-    echo::client::PlannerClient probe(client_options);
-    const Clock::time_point start = Clock::now();
-    while (!probe.Health("").ok()) {
-      if (Clock::now() - start > std::chrono::seconds(20)) {
-        std::cerr << "echod did not start (" << args.echod << "; log " << log
-                  << ")\n";
-        ::kill(echod, SIGKILL);
-        return 1;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
+  absl::StatusOr<echo::bench::EchodChild> child =
+      echo::bench::EchodChild::Start(
+          args.echod, argv[0],
+          {"--metrics_address=", "--log_level=error",
+           "--profile_cache_dir=none",
+           absl::StrCat("--max_concurrent_requests=",
+                        args.max_concurrent_requests)},
+          "echo_load_bench");
+  if (!child.ok()) {
+    std::cerr << child.status() << "\n";
+    return 1;
   }
+  const pid_t echod = child->pid();
+  const echo::client::ClientOptions client_options = child->ClientOptions(60);
 
   echo::v1::EstimateMemoryRequest estimate;
   *estimate.mutable_graph() = *graph;
@@ -303,9 +256,7 @@ int main(int argc, char** argv) {
   for (const auto& [second, bytes] : rss_series) {
     rss_peak = std::max(rss_peak, bytes);
   }
-  ::kill(echod, SIGTERM);
-  int wait_status = 0;
-  ::waitpid(echod, &wait_status, 0);
+  const int wait_status = child->Stop();
 
   std::map<std::string, Tally> merged = std::move(probes);
   for (auto& per_thread : tallies) {
