@@ -10,6 +10,11 @@
 namespace echo::planner {
 namespace {
 
+// Above this many times the slope below a fitting probe, the rise to a probe
+// that misses on overhead is taken for a jump, not a curve (convex curves
+// near the crossing stay well under it).
+constexpr double kJumpSlopeFactor = 4;
+
 // A double estimate as a candidate; the caller clamps it into the bracket.
 std::optional<int64_t> ToCandidate(double k) {
   if (!std::isfinite(k)) return std::nullopt;
@@ -50,13 +55,6 @@ BatchEstimate OverheadCrossing(int64_t usable, double ratio,
       return std::make_pair(std::max(static_cast<double>(k), zero_batch), 0.0);
     };
     const auto [xg, rg] = point(good, g->second);
-    auto b = seen.find(bad);
-    if (b != seen.end() && b->second.peak_bytes <= usable &&
-        b->second.overhead_ratio > ratio && xg < static_cast<double>(bad)) {
-      return ToCandidate(xg + (ratio - rg) / (b->second.overhead_ratio - rg) *
-                                  (static_cast<double>(bad) - xg));
-    }
-    if (rg <= 0) return good + 1;  // a first point with extra compute
     std::pair<double, double> lower = {zero_batch, 0.0};
     for (auto it = std::make_reverse_iterator(g); it != seen.rend(); ++it) {
       if (it->second.fits) {
@@ -65,6 +63,21 @@ BatchEstimate OverheadCrossing(int64_t usable, double ratio,
       }
     }
     const auto [xl, rl] = lower;
+    auto b = seen.find(bad);
+    if (b != seen.end() && b->second.peak_bytes <= usable &&
+        b->second.overhead_ratio > ratio && xg < static_cast<double>(bad)) {
+      const double xb = static_cast<double>(bad);
+      const double rb = b->second.overhead_ratio;
+      // A jump (AUTO's plan changes: DeepSpeech2's 4.8% -> 14.5% between
+      // two batches) rather than a curve: the line to it hugs `good` and
+      // the bracket shrinks by a sliver per plan: bisect.
+      if (rg > rl && xg > xl &&
+          (rb - rg) / (xb - xg) > kJumpSlopeFactor * (rg - rl) / (xg - xl)) {
+        return std::nullopt;
+      }
+      return ToCandidate(xg + (ratio - rg) / (rb - rg) * (xb - xg));
+    }
+    if (rg <= 0) return good + 1;  // a first point with extra compute
     if (!(rg > rl && xg > xl)) return std::nullopt;
     // At or past a bad probe (not the range's end, the best bet then), the
     // same line would only creep down from it: bisect instead.

@@ -43,9 +43,11 @@ BatchEstimate PeakCrossing(int64_t usable);
 // than linearly (the cheapest bytes go first), from 0 at `zero_batch`, the
 // fractional candidate where the plain peak crosses `usable`: where it
 // crosses `ratio`. Between a fitting probe and one that fits the memory but
-// misses on overhead, by interpolation; otherwise by extrapolating the two
-// highest fitting probes (which overshoots on a convex curve, and so
-// brackets the answer); the neighbour of a plain-schedule probe first.
+// misses on overhead, by interpolation, unless the miss rises over 4x
+// steeper than the curve below (a jump: AUTO's plan changed; bisect);
+// otherwise by extrapolating the two highest fitting probes (which
+// overshoots on a convex curve, and so brackets the answer); the neighbour
+// of a plain-schedule probe first.
 BatchEstimate OverheadCrossing(int64_t usable, double ratio, double zero_batch);
 
 class BatchBracketSearch {

@@ -178,6 +178,39 @@ TEST(BatchBracketTest, OverheadCrossingInterpolatesAndExtrapolates) {
                       {12, probe(true, 990, 0.02)},
                       {14, probe(false, 2000, 0.07)}}),
             std::nullopt);
+
+  // A miss far steeper than the curve below (4.4x its slope): a jump, not
+  // a curve to interpolate: bisect.
+  EXPECT_EQ(estimate(12, 20,
+                     {{9, probe(true, 900, 0)},
+                      {12, probe(true, 990, 0.02)},
+                      {20, probe(false, 995, 0.30)}}),
+            std::nullopt);
+}
+
+// AUTO's extra compute creeping up to 4% and then jumping to 15% (its plan
+// changes): bisection-like, not one sliver of the bracket per probe.
+TEST(BatchBracketTest, OverheadJumpIsBisected) {
+  int evaluations = 0;
+  const Interrupt none;
+  BatchBracketSearch search(
+      [&](int64_t k) -> absl::StatusOr<BatchProbe> {
+        ++evaluations;
+        BatchProbe probe;
+        probe.peak_bytes = 990;
+        probe.overhead_ratio = k < 10000 ? 0.04 * k / 10000 : 0.15;
+        probe.fits = probe.overhead_ratio <= 0.05;
+        return probe;
+      },
+      OverheadCrossing(/*usable=*/1000, /*ratio=*/0.05, /*zero_batch=*/0.5),
+      none);
+  ASSERT_OK_AND_ASSIGN(const BatchProbe first, search.At(1));
+  ASSERT_TRUE(first.fits);
+  ASSERT_OK_AND_ASSIGN(const int64_t largest,
+                       search.Largest(1, 20000, /*gallop=*/false));
+  EXPECT_EQ(largest, 9999);
+  // log2(20000) = 14.3 halvings: 15 probes; creeping took 22.
+  EXPECT_LE(evaluations, 16) << evaluations;
 }
 
 TEST(BatchSearchTest, BadRangesAreNamed) {
