@@ -138,17 +138,6 @@ std::string OpDisplayName(const Op& op) {
   return name;
 }
 
-bool Graph::RemadeOnRecompute(TensorIndex t) const {
-  const OpIndex producer = tensors_[t].producer;
-  if (producer == kNoOp) return false;
-  const Op& op = ops_[producer];
-  if (op.recompute_outputs == static_cast<int32_t>(op.outputs.size())) {
-    return true;
-  }
-  const auto end = op.outputs.begin() + op.recompute_outputs;
-  return std::find(op.outputs.begin(), end, t) != end;
-}
-
 TensorIndex Graph::FindTensor(absl::string_view id) const {
   auto it = tensor_index_.find(id);
   return it == tensor_index_.end() ? -1 : it->second;
@@ -402,6 +391,11 @@ absl::StatusOr<Graph> GraphBuilder::Build() && {
       op.recompute_outputs = count;
     }
     graph.ops_.push_back(std::move(op));
+  }
+  for (const Op& op : graph.ops_) {
+    for (int32_t i = 0; i < op.recompute_outputs; ++i) {
+      graph.tensors_[op.outputs[i]].remade_on_recompute = true;
+    }
   }
 
   for (const std::string& id : output_ids_) {

@@ -87,6 +87,8 @@ struct Tensor {
   // Filled by GraphBuilder.
   OpIndex producer = kNoOp;
   std::vector<OpIndex> readers;  // ascending, each op once
+  // A re-execution of the producer makes it (Graph::RemadeOnRecompute).
+  bool remade_on_recompute = false;
 };
 
 struct Op {
@@ -138,8 +140,10 @@ class Graph {
   const Tensor& tensor(TensorIndex t) const { return tensors_[t]; }
   const Op& op(OpIndex o) const { return ops_[o]; }
   // Whether a re-execution of t's producer makes t (Op::recompute_outputs);
-  // false for graph inputs.
-  bool RemadeOnRecompute(TensorIndex t) const;
+  // false for graph inputs. Inline: the recompute search's inner loops ask.
+  bool RemadeOnRecompute(TensorIndex t) const {
+    return tensors_[t].remade_on_recompute;
+  }
   int32_t num_tensors() const { return static_cast<int32_t>(tensors_.size()); }
   int32_t num_ops() const { return static_cast<int32_t>(ops_.size()); }
   const std::map<std::string, std::string>& metadata() const {

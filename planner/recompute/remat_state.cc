@@ -348,10 +348,14 @@ int32_t RematState::LongestChain(OpIndex q, int32_t cap,
     }
   };
   ++memo_generation_;
-  std::vector<OpIndex> frontier = {q}, reached = {q};
+  std::vector<OpIndex>& frontier = walk_frontier_;
+  std::vector<OpIndex>& next = walk_next_;
+  std::vector<OpIndex>& reached = walk_reached_;
+  frontier.assign(1, q);
+  reached.assign(1, q);
   memo_stamp_[q] = memo_generation_;
   for (int32_t level = 0; level < cap && !frontier.empty(); ++level) {
-    std::vector<OpIndex> next;
+    next.clear();
     for (OpIndex x : frontier) {
       for_each_neighbor(x, [&](OpIndex y) {
         if (!InPlan(y) || memo_stamp_[y] == memo_generation_) return;
@@ -360,7 +364,7 @@ int32_t RematState::LongestChain(OpIndex q, int32_t cap,
         reached.push_back(y);
       });
     }
-    frontier = std::move(next);
+    std::swap(frontier, next);
   }
   // Neighbours before the ops that reach them: index order upward, reverse
   // index order downward.

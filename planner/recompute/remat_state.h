@@ -139,6 +139,8 @@ class RematState {
   mutable std::vector<int32_t> memo_;
   mutable std::vector<uint32_t> memo_stamp_;
   mutable uint32_t memo_generation_ = 0;
+  // LongestChain's walk, kept between calls so that it allocates once.
+  mutable std::vector<OpIndex> walk_frontier_, walk_next_, walk_reached_;
   mutable std::vector<int32_t> uses_;
   std::vector<Interval> clones_scratch_;
   std::vector<OpIndex> pending_scratch_, changed_scratch_, points_scratch_;
