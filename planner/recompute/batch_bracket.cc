@@ -11,8 +11,9 @@ namespace echo::planner {
 namespace {
 
 // Above this many times the slope below a fitting probe, the rise to a probe
-// that misses on overhead is taken for a jump, not a curve (convex curves
-// near the crossing stay well under it).
+// that misses on overhead is taken for a jump, not a curve. A smooth convex
+// curve passes it only in a wide bracket, where bisecting costs a probe or
+// two, not the answer.
 constexpr double kJumpSlopeFactor = 4;
 
 // A double estimate as a candidate; the caller clamps it into the bracket.

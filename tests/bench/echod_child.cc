@@ -51,13 +51,23 @@ absl::StatusOr<EchodChild> EchodChild::Start(
     ::execv(raw[0], raw.data());
     _exit(127);
   }
+  if (pid < 0) return absl::InternalError("fork failed");
   EchodChild child(pid, port, log);
   client::PlannerClient probe(child.ClientOptions(5));
   const auto start = std::chrono::steady_clock::now();
   while (!probe.Health("").ok()) {
-    if (std::chrono::steady_clock::now() - start > std::chrono::seconds(20)) {
-      return absl::UnavailableError(
-          absl::StrCat("echod did not start (", echod, "; log ", log, ")"));
+    int status = 0;
+    const bool exited = ::waitpid(pid, &status, WNOHANG) == pid;
+    if (exited ||
+        std::chrono::steady_clock::now() - start > std::chrono::seconds(20)) {
+      if (exited) {
+        child.pid_ = 0;  // already reaped
+      } else {
+        ::kill(pid, SIGKILL);  // stuck: no graceful drain to wait for
+      }
+      return absl::UnavailableError(absl::StrCat("echod did not start (", echod,
+                                                 exited ? ", exited" : "",
+                                                 "; log ", log, ")"));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
@@ -75,7 +85,7 @@ int EchodChild::Stop() {
   if (pid_ <= 0) return -1;
   ::kill(pid_, SIGTERM);
   int status = 0;
-  ::waitpid(std::exchange(pid_, 0), &status, 0);
+  if (::waitpid(std::exchange(pid_, 0), &status, 0) < 0) return -1;
   return status;
 }
 

@@ -6,9 +6,10 @@
 #include <sys/types.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "client/planner_client.h"
 
 namespace echo::bench {
@@ -26,7 +27,7 @@ class EchodChild {
   ~EchodChild();  // Stop()s it if still running
 
   // SIGTERM, then waits: the wait status (WIFEXITED, WEXITSTATUS), or -1
-  // when already stopped.
+  // when already stopped or the wait failed.
   int Stop();
 
   pid_t pid() const { return pid_; }

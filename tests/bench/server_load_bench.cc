@@ -12,6 +12,7 @@
 //       [--seconds S] [--mix estimate,plan,fit,info,invalid]
 //       [--max_concurrent_requests N] [--graph_copies N] [--probe_ms MS]
 #include <sys/types.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <atomic>

@@ -209,7 +209,7 @@ TEST(BatchBracketTest, OverheadJumpIsBisected) {
   ASSERT_OK_AND_ASSIGN(const int64_t largest,
                        search.Largest(1, 20000, /*gallop=*/false));
   EXPECT_EQ(largest, 9999);
-  // log2(20000) = 14.3 halvings: 15 probes; creeping took 22.
+  // 1, two interpolations, then 13 bisections: 16; creeping took 22.
   EXPECT_LE(evaluations, 16) << evaluations;
 }
 
