@@ -116,7 +116,12 @@ TEST(GraphRegistryTest, ResolvesRegisteredFingerprints) {
       testing::ValueOrFail(registry.Register(graph));
   EXPECT_TRUE(first.newly_registered);
   EXPECT_GT(first.charged_bytes, 0);
-  EXPECT_FALSE(testing::ValueOrFail(registry.Register(graph)).newly_registered);
+  const GraphRegistry::Registration again =
+      testing::ValueOrFail(registry.Register(graph));
+  EXPECT_FALSE(again.newly_registered);
+  // The registered graph itself, not a second conversion of it.
+  EXPECT_EQ(again.ref.graph.get(), first.ref.graph.get());
+  EXPECT_EQ(again.charged_bytes, first.charged_bytes);
   const GraphRef ref =
       testing::ValueOrFail(registry.Resolve(nullptr, first.ref.fingerprint));
   EXPECT_EQ(ref.graph->num_ops(), 2);
