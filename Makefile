@@ -78,6 +78,8 @@ bench: build
 	$(BUILD_DIR)/bin/echo_plan_bench speed --max_ops=1200000
 	$(BUILD_DIR)/bin/echo_server_load_bench --mix estimate --seconds 10
 	$(BUILD_DIR)/bin/echo_server_load_bench --mix plan --seconds 10
+	$(BUILD_DIR)/bin/echo_scheduler_bench --repeat=10
+	$(BUILD_DIR)/bin/echo_scheduler_rpc_bench --repeat 20
 	$(BUILD_DIR)/bin/echo_server_load_bench --seconds 60
 
 # Sanitizers and fuzzing (README "Fuzzing and sanitizers"): clang, each in
