@@ -100,6 +100,7 @@ absl::StatusOr<GraphRegistry::Registration> GraphRegistry::Register(
   registration.ref.fingerprint = GraphFingerprint(graph);
   // Already registered (the fingerprint covers every field): refresh the
   // entry and skip the conversion, most of a re-registration's cost.
+  // Contains first, so that a first registration counts no cache miss.
   if (graphs_.Contains(registration.ref.fingerprint)) {
     if (std::optional<std::shared_ptr<const planner::Graph>> found =
             graphs_.Find(registration.ref.fingerprint)) {

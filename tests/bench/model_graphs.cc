@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "adapter/graph_convert.h"
 
 namespace echo::bench {
 namespace {
@@ -377,44 +378,21 @@ ModelGraph MakeTransformerGraph(int layers, int64_t batch, int64_t sequence,
   return b.Finish(loss);
 }
 
-// The generated graph with every input and activation marked as
-// proportional to `batch` (the generators size them by batch).
+// The proto's conversions keep every field: only the marks are new.
+v1::Graph BatchMarkedProto(const planner::Graph& graph, int64_t batch) {
+  v1::Graph proto = adapter::GraphToProto(graph);
+  proto.set_batch_size(batch);
+  for (v1::Tensor& tensor : *proto.mutable_tensors()) {
+    if (tensor.role() == v1::TENSOR_ROLE_ACTIVATION ||
+        tensor.role() == v1::TENSOR_ROLE_INPUT) {
+      tensor.set_batch_dim(0);  // shapeless: size proportional to the batch
+    }
+  }
+  return proto;
+}
+
 planner::Graph WithBatchMarks(const planner::Graph& graph, int64_t batch) {
-  planner::GraphBuilder builder(graph.name());
-  builder.SetBatchSize(batch);
-  for (const planner::Tensor& t : graph.tensors()) {
-    planner::TensorSpec spec;
-    spec.id = t.id;
-    spec.size_bytes = t.size_bytes;
-    spec.role_set = true;
-    spec.role = t.role;
-    spec.is_output = t.is_output;
-    if (t.role == planner::TensorRole::kActivation ||
-        t.role == planner::TensorRole::kInput) {
-      spec.batch_dim = 0;
-    }
-    builder.AddTensor(std::move(spec));
-  }
-  for (const planner::Op& op : graph.ops()) {
-    planner::OpSpec spec;
-    spec.id = op.id;
-    spec.op_class = op.op_class;
-    spec.phase = op.phase;
-    for (planner::TensorIndex t : op.inputs) {
-      spec.input_ids.push_back(graph.tensor(t).id);
-    }
-    for (planner::TensorIndex t : op.outputs) {
-      spec.output_ids.push_back(graph.tensor(t).id);
-    }
-    spec.flops = op.flops;
-    spec.measured_time_seconds = op.measured_time_seconds;
-    spec.relative_cost = op.relative_cost;
-    spec.workspace_bytes = op.workspace_bytes;
-    spec.recomputable_set = true;
-    spec.recomputable = op.recomputable;
-    builder.AddOp(std::move(spec));
-  }
-  return *std::move(builder).Build();
+  return *adapter::GraphFromProto(BatchMarkedProto(graph, batch));
 }
 
 }  // namespace echo::bench

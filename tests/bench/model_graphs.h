@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "echo/v1/graph.pb.h"
 #include "planner/graph.h"
 
 namespace echo::bench {
@@ -30,9 +31,11 @@ ModelGraph MakeTransformerGraph(int layers, int64_t batch, int64_t sequence,
                                 int64_t hidden, int heads);
 
 // The graph with every input and activation marked as proportional to
-// `batch` (the generators size them by batch): a batch dimension for the
-// scheduler benchmarks.
+// `batch` (the generators size them by batch and give no shapes): a batch
+// dimension for the scheduler benchmarks.
 planner::Graph WithBatchMarks(const planner::Graph& graph, int64_t batch);
+// The same as the echo.v1.Graph a client sends.
+v1::Graph BatchMarkedProto(const planner::Graph& graph, int64_t batch);
 
 }  // namespace echo::bench
 

@@ -21,7 +21,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "adapter/graph_convert.h"
 #include "adapter/graph_file.h"
 #include "echod_child.h"
 #include "model_graphs.h"
@@ -58,8 +57,8 @@ std::vector<NamedGraph> Graphs() {
   // ~10k ops: 8 sequences of 1024 tokens, hidden 1024, 16 heads.
   graphs.push_back(
       {"transformer (generated)",
-       adapter::GraphToProto(WithBatchMarks(
-           MakeTransformerGraph(250, 8, 1024, 1024, 16).graph, 8))});
+       BatchMarkedProto(MakeTransformerGraph(250, 8, 1024, 1024, 16).graph,
+                        8)});
   return graphs;
 }
 
