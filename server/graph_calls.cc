@@ -7,7 +7,7 @@
 #include "adapter/plan_convert.h"
 #include "planner/batch.h"
 #include "planner/device_catalog.h"
-#include "planner/recompute/fit_check.h"
+#include "planner/schedule/fit_check.h"
 #include "planner/status_macros.h"
 #include "server/call_context.h"
 #include "server/planner_service.h"

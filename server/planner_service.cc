@@ -11,7 +11,7 @@
 #include "adapter/plan_convert.h"
 #include "adapter/profile_convert.h"
 #include "planner/memory_simulator.h"
-#include "planner/recompute/fit_check.h"
+#include "planner/schedule/fit_check.h"
 #include "planner/recompute/recompute_planner.h"
 #include "planner/status_macros.h"
 #include "server/call_context.h"

@@ -19,7 +19,7 @@
 #include "echo/v1/planner.grpc.pb.h"
 #include "planner/cost_model.h"
 #include "planner/graph.h"
-#include "planner/recompute/batch_search.h"
+#include "planner/schedule/batch_search.h"
 #include "planner/recompute/plan.h"
 #include "server/call_authorizer.h"
 #include "server/call_context.h"

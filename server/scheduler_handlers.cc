@@ -1,13 +1,13 @@
 // The scheduler RPCs of PlannerService: FindMaxBatchSize and
 // GetMemoryFrontier. Thin: the searches are in
-// planner/recompute/batch_search.h.
+// planner/schedule/batch_search.h.
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
 #include "adapter/graph_convert.h"
 #include "adapter/plan_convert.h"
 #include "planner/device_catalog.h"
-#include "planner/recompute/batch_search.h"
+#include "planner/schedule/batch_search.h"
 #include "planner/status_macros.h"
 #include "server/planner_service.h"
 

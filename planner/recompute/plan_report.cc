@@ -8,8 +8,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "planner/byte_size.h"
-#include "planner/recompute/stash_cut.h"
-#include "planner/recompute/union_find.h"
+#include "planner/recompute/search/stash_cut.h"
+#include "planner/recompute/search/union_find.h"
 #include "planner/status_macros.h"
 
 namespace echo::planner {

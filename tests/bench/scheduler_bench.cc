@@ -19,7 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "model_graphs.h"
 #include "planner/checkmate_import.h"
-#include "planner/recompute/batch_search.h"
+#include "planner/schedule/batch_search.h"
 
 namespace echo::bench {
 namespace {

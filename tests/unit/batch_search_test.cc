@@ -1,7 +1,7 @@
 // FindMaxBatchSize and ComputeMemoryFrontier on small graphs: exact answers
 // (by hand, and against a scan of every batch), the frontier's Pareto order
 // and reproducibility, and the errors; the bracket search's estimates.
-#include "planner/recompute/batch_search.h"
+#include "planner/schedule/batch_search.h"
 
 #include <string>
 #include <vector>
@@ -9,8 +9,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "planner/batch.h"
-#include "planner/recompute/batch_bracket.h"
-#include "planner/recompute/fit_check.h"
+#include "planner/schedule/batch_bracket.h"
+#include "planner/schedule/fit_check.h"
 #include "planner/recompute/recompute_planner.h"
 #include "test_util.h"
 

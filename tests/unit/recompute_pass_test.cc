@@ -7,7 +7,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "planner/recompute/fit_check.h"
+#include "planner/schedule/fit_check.h"
 #include "planner/recompute/recompute_planner.h"
 #include "test_util.h"
 

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "planner/recompute/auto_recompute.h"
+#include "planner/recompute/search/auto_recompute.h"
 #include "planner/recompute/recompute_planner.h"
 #include "planner/recompute/remat_problem.h"
 #include "test_util.h"

@@ -5,8 +5,8 @@
 
 #include "gtest/gtest.h"
 #include "planner/recompute/remat_problem.h"
-#include "planner/recompute/remat_state.h"
-#include "planner/recompute/segment_tree.h"
+#include "planner/recompute/search/remat_state.h"
+#include "planner/recompute/search/segment_tree.h"
 #include "random_graphs.h"
 #include "test_util.h"
 

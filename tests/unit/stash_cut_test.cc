@@ -2,7 +2,7 @@
 // it picks within a budget, its Lagrangian bound, AUTO starting from it, and
 // ops whose re-execution makes only some outputs (graph.h,
 // kRecomputeOutputsAttribute).
-#include "planner/recompute/stash_cut.h"
+#include "planner/recompute/search/stash_cut.h"
 
 #include <string>
 #include <vector>

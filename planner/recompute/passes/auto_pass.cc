@@ -1,0 +1,153 @@
+// AUTO's pass (auto_pass.h).
+#include "planner/recompute/passes/auto_pass.h"
+
+#include <algorithm>
+#include <memory>
+#include <optional>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "planner/recompute/passes/chen_sqrt_pass.h"
+#include "planner/recompute/passes/echo_pass.h"
+#include "planner/recompute/passes/passes.h"
+#include "planner/recompute/plan_report.h"
+#include "planner/recompute/remat_problem.h"
+#include "planner/recompute/search/auto_recompute.h"
+#include "planner/recompute/search/stash_cut.h"
+#include "planner/status_macros.h"
+
+namespace echo::planner {
+namespace {
+
+// Replays each candidate and keeps the best under the budget: with a memory
+// limit, the cheapest plan that meets it (else the lowest peak); with an
+// overhead budget, the lowest peak within it (stash objective: the fewest
+// stashed bytes within it and the plain peak). The plain schedule is always
+// a candidate, so the result is never worse than it.
+Evaluated SelectBest(const RematProblem& problem,
+                     const std::vector<RematPlan>& candidates,
+                     const std::optional<int64_t>& memory_limit,
+                     double cost_budget, RecomputeObjective objective) {
+  const bool by_stash =
+      objective == RecomputeObjective::kStashBytes && !memory_limit.has_value();
+  std::optional<Evaluated> best;
+  std::optional<int64_t> plain_peak;
+  auto better = [&](const Evaluated& a, const Evaluated& b) {
+    if (by_stash) {
+      return std::make_tuple(a.stash_bytes, a.peak, a.cost) <
+             std::make_tuple(b.stash_bytes, b.peak, b.cost);
+    }
+    if (memory_limit.has_value()) {
+      const bool a_fits = a.peak <= *memory_limit;
+      const bool b_fits = b.peak <= *memory_limit;
+      if (a_fits != b_fits) return a_fits;
+      if (a_fits)
+        return a.cost < b.cost || (a.cost == b.cost && a.peak < b.peak);
+      return a.peak < b.peak || (a.peak == b.peak && a.cost < b.cost);
+    }
+    return a.peak < b.peak || (a.peak == b.peak && a.cost < b.cost);
+  };
+  auto consider = [&](const RematPlan& plan) {
+    Evaluated e;
+    e.schedule = ScheduleFromRematPlan(problem, plan);
+    absl::StatusOr<SimulationResult> replay =
+        ReplaySchedule(problem.graph, e.schedule, problem.memory);
+    if (!replay.ok()) return;  // cannot happen for a remat plan
+    e.peak = replay->peak_bytes;
+    for (const Execution& x : e.schedule) {
+      if (x.recompute) e.cost += problem.op_costs[x.op];
+    }
+    if (!memory_limit.has_value() && e.cost > cost_budget) return;
+    if (!plain_peak.has_value()) plain_peak = e.peak;  // the first: plain
+    if (by_stash) {
+      if (e.peak > *plain_peak) return;
+      e.stash_bytes = StashBytes(problem.graph, e.schedule, problem.memory);
+    }
+    if (!best.has_value() || better(e, *best)) best = std::move(e);
+  };
+  consider(RematPlan{RematSet(problem.num_ops(), 0), {}});
+  for (const RematPlan& plan : candidates) consider(plan);
+  return *std::move(best);
+}
+
+}  // namespace
+
+// AUTO: its search, seeded with the ECHO and CHEN_SQRT plans (and for the
+// stash objective, the minimum cuts within the budget), then the best
+// candidate by replay. The default depth bound is kDefaultMaxRecomputeDepth,
+// raised to the chain depth of the seeds so that AUTO can always fall back on
+// them; an explicit bound applies to every candidate.
+absl::StatusOr<Evaluated> RunAuto(const PassInput& input) {
+  const RematProblem& problem = input.problem;
+  const RecomputePlanOptions& options = input.options;
+  ASSIGN_OR_RETURN(RematSet echo_seed, EchoRecompute().Run(problem));
+  ASSIGN_OR_RETURN(RematSet chen_seed, ChenSqrtRecompute().Run(problem));
+  std::vector<RematPlan> seeds = {RematPlan{std::move(echo_seed), {}},
+                                  RematPlan{std::move(chen_seed), {}}};
+  const bool by_stash = options.objective == RecomputeObjective::kStashBytes &&
+                        !options.memory_limit_bytes.has_value();
+  if (by_stash) {
+    // The exact cut within the budget (each op re-run once, peaks aside):
+    // the search starts from it too and spends what budget it leaves.
+    ASSIGN_OR_RETURN(
+        StashCutPlans cuts,
+        StashCutsWithinBudget(problem, problem.eligible,
+                              FirstBackwardOp(problem.graph), input.cost_budget,
+                              options.interrupted));
+    for (RematSet& remat : cuts.plans) {
+      seeds.push_back(RematPlan{std::move(remat), {}});
+    }
+  }
+  int32_t depth = options.max_recompute_depth;
+  if (depth == 0) {
+    depth = kDefaultMaxRecomputeDepth;
+    for (const RematPlan& seed : seeds) {
+      depth = std::max(depth, RematChainDepth(problem, seed));
+    }
+  }
+  AutoRecompute::Options auto_options;
+  auto_options.memory_limit_bytes = options.memory_limit_bytes;
+  auto_options.max_overhead_ratio = input.max_overhead_ratio;
+  auto_options.max_depth = depth;
+  auto_options.effort = options.auto_effort;
+  auto_options.interrupted = options.interrupted;
+  if (by_stash) auto_options.first_backward_op = FirstBackwardOp(problem.graph);
+  for (RematPlan& seed : seeds) {
+    if (RematChainDepth(problem, seed) <= depth) {
+      auto_options.seeds.push_back(std::move(seed));
+    }
+  }
+  AutoRecompute pass(std::move(auto_options));
+  ASSIGN_OR_RETURN(std::vector<RematPlan> candidates, pass.Run(problem));
+  std::vector<RematPlan> within;
+  for (RematPlan& candidate : candidates) {
+    if (RematChainDepth(problem, candidate) <= depth) {
+      within.push_back(std::move(candidate));
+    }
+  }
+  return SelectBest(problem, within, options.memory_limit_bytes,
+                    input.cost_budget, options.objective);
+}
+
+namespace {
+
+class AutoPass final : public RecomputePass {
+ public:
+  RecomputePolicy policy() const override { return RecomputePolicy::kAuto; }
+  absl::StatusOr<PassOutput> Run(const PassInput& input) const override {
+    ASSIGN_OR_RETURN(Evaluated best, RunAuto(input));
+    PassOutput output;
+    output.schedule = std::move(best.schedule);
+    return output;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<RecomputePass> MakeAutoPass() {
+  return std::make_unique<AutoPass>();
+}
+
+}  // namespace echo::planner

@@ -1,0 +1,83 @@
+// OPTIMAL's pass: the Checkmate MILP (checkmate_milp.h).
+#include <memory>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "planner/recompute/passes/auto_pass.h"
+#include "planner/recompute/passes/checkmate_milp.h"
+#include "planner/recompute/passes/passes.h"
+#include "planner/recompute/plan_report.h"
+#include "planner/status_macros.h"
+
+namespace echo::planner {
+namespace {
+
+// OPTIMAL: the Checkmate MILP, warm-started with AUTO's plan when that meets
+// the limit.
+class OptimalPass final : public RecomputePass {
+ public:
+  RecomputePolicy policy() const override { return RecomputePolicy::kOptimal; }
+  absl::Status CheckOptions(
+      const RecomputePlanOptions& options) const override {
+    if (!options.memory_limit_bytes.has_value()) {
+      return absl::InvalidArgumentError(
+          "policy OPTIMAL minimizes the recompute cost under a peak: set "
+          "memory_limit_bytes");
+    }
+    if (!(options.solver_time_limit_seconds > 0)) {
+      return absl::InvalidArgumentError(
+          "solver_time_limit_seconds must be positive");
+    }
+    return absl::OkStatus();
+  }
+  absl::Status Precheck(const PassInput& input) const override {
+    if (ProvenInfeasible(input)) return absl::OkStatus();  // no MILP
+    return OptimalRecompute(MilpOptions(input)).CheckModelSize(input.problem);
+  }
+  absl::StatusOr<PassOutput> Run(const PassInput& input) const override {
+    const Graph& graph = input.problem.graph;
+    PassOutput output;
+    if (ProvenInfeasible(input)) {
+      output.solver_status = "infeasible";
+      output.limit_reachable = false;
+      output.schedule = PlainSchedule(graph);
+      return output;
+    }
+    OptimalRecompute::Options milp_options = MilpOptions(input);
+    const int64_t limit = milp_options.memory_limit_bytes;
+    ASSIGN_OR_RETURN(Evaluated start, RunAuto(input));
+    if (start.peak <= limit)
+      milp_options.warm_start = std::move(start.schedule);
+    ASSIGN_OR_RETURN(
+        OptimalRecompute::Result result,
+        OptimalRecompute(std::move(milp_options)).Run(input.problem));
+    output.solver_status = result.status;
+    output.solver_bound_cost = result.bound_cost;
+    output.limit_reachable = !result.schedule.empty();
+    output.schedule = output.limit_reachable ? std::move(result.schedule)
+                                             : PlainSchedule(graph);
+    return output;
+  }
+
+ private:
+  // The limit is below every schedule's peak: proven without the solver.
+  static bool ProvenInfeasible(const PassInput& input) {
+    return *input.options.memory_limit_bytes <
+           PeakLowerBound(input.problem.graph, input.problem.memory);
+  }
+  static OptimalRecompute::Options MilpOptions(const PassInput& input) {
+    OptimalRecompute::Options options;
+    options.memory_limit_bytes = *input.options.memory_limit_bytes;
+    options.time_limit_seconds = input.options.solver_time_limit_seconds;
+    options.max_nonzeros = input.options.solver_max_nonzeros;
+    return options;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<RecomputePass> MakeOptimalPass() {
+  return std::make_unique<OptimalPass>();
+}
+
+}  // namespace echo::planner

@@ -1,0 +1,154 @@
+#include "planner/recompute/search/auto_recompute.h"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+#include "planner/recompute/search/remat_repair.h"
+#include "planner/recompute/search/remat_search.h"
+#include "planner/recompute/search/remat_state.h"
+#include "planner/status_macros.h"
+
+namespace echo::planner {
+namespace {
+
+// Effort 2: the greedy also aims at these fractions of the limit.
+constexpr double kTighterTargets[] = {0.97, 0.94};
+
+// Assigns `plan` without its most expensive ops, so that its cost fits
+// `budget`: keeps the cheapest ops whose clone costs add up to the budget,
+// then drops more one by one if chains made it dearer.
+void AssignWithinBudget(const RematProblem& problem, const RematPlan& plan,
+                        double budget, RematState& state) {
+  state.Assign(plan);
+  if (state.cost() <= budget) return;
+  std::vector<OpIndex> ops;
+  for (OpIndex o = 0; o < problem.num_ops(); ++o) {
+    if (state.Contains(o) && !state.clone_points(o).empty()) ops.push_back(o);
+  }
+  std::stable_sort(ops.begin(), ops.end(), [&](OpIndex a, OpIndex b) {
+    return problem.op_costs[a] * state.clone_points(a).size() <
+           problem.op_costs[b] * state.clone_points(b).size();
+  });
+  RematPlan kept{RematSet(problem.num_ops(), 0), plan.splits};
+  double cost = 0;
+  for (OpIndex op : ops) {
+    const double op_cost = problem.op_costs[op] * state.clone_points(op).size();
+    if (cost + op_cost > budget) break;
+    cost += op_cost;
+    kept.remat[op] = 1;
+  }
+  state.Assign(kept);
+  for (auto it = ops.rbegin(); it != ops.rend() && state.cost() > budget;
+       ++it) {
+    state.Set(*it, false);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<RematPlan>> AutoRecompute::Run(
+    const RematProblem& problem) {
+  RematSearch search(problem, options_.max_depth);
+  // Checked once per search step: the first non-OK status stops the search.
+  absl::Status interrupt_status;
+  if (options_.interrupted) {
+    search.SetStop([&] {
+      if (interrupt_status.ok()) interrupt_status = options_.interrupted();
+      return !interrupt_status.ok();
+    });
+  }
+  RematState& state = search.state();
+  if (options_.first_backward_op > 0 && !options_.memory_limit_bytes) {
+    state.TrackStash(options_.first_backward_op);
+  }
+  std::vector<RematPlan> candidates;
+  std::vector<RematPlan> starts = {
+      RematPlan{RematSet(problem.num_ops(), 0), {}}};
+  for (const RematPlan& seed : options_.seeds) {
+    candidates.push_back(seed);  // as they are: the caller replays them
+    starts.push_back(seed);
+  }
+  // Re-insertion trials: a bounded number on graphs small enough for the
+  // exact greedy; with effort 2, on every graph and every op.
+  int32_t local_trials = 0;
+  if (options_.effort >= 2) {
+    local_trials = 1 << 30;
+  } else if (options_.effort == 1 && !search.batch()) {
+    local_trials = 64;
+  }
+
+  if (options_.memory_limit_bytes.has_value()) {
+    const int64_t limit = *options_.memory_limit_bytes;
+    // With effort 2 the greedy also aims below the limit, then cleans up back
+    // to it: a tighter target sometimes leads to a cheaper plan (on the
+    // Checkmate graphs, <= 0.3% of the baseline, for 3x the time).
+    std::vector<int64_t> targets = {limit};
+    if (options_.effort >= 2) {
+      for (double factor : kTighterTargets) {
+        targets.push_back(
+            static_cast<int64_t>(factor * static_cast<double>(limit)));
+      }
+    }
+    for (const RematPlan& start : starts) {
+      for (int64_t target : targets) {
+        SearchGoal goal;
+        goal.limit = target;
+        state.Assign(start);
+        if (search.Greedy(goal)) {
+          search.Cleanup(limit);
+          search.LocalSearch(limit, local_trials);
+        }
+        candidates.push_back(state.plan());
+        RETURN_IF_ERROR(interrupt_status);
+      }
+    }
+  } else {
+    SearchGoal goal;
+    goal.limit_mode = false;
+    goal.budget = options_.max_overhead_ratio * problem.baseline_cost;
+    int64_t plain_peak = 0;
+    for (const RematPlan& start : starts) {
+      AssignWithinBudget(problem, start, goal.budget, state);
+      if (&start == &starts.front()) plain_peak = state.Peak();  // empty plan
+      // Descent: greedy within the budget back to its lowest peak, clean up
+      // at that peak to free budget, and go again while the peak improves.
+      int64_t peak = state.Peak();
+      for (int round = 0; round < 8; ++round) {
+        search.Greedy(goal);
+        search.RewindToBest();
+        search.Cleanup(search.best_peak());
+        if (round > 0 && search.best_peak() >= peak) break;
+        peak = search.best_peak();
+      }
+      candidates.push_back(state.plan());
+      RETURN_IF_ERROR(interrupt_status);
+      if (!state.tracks_stash()) continue;
+      SearchGoal stash_goal = goal;
+      stash_goal.minimize_stash = true;
+      // The budget the peak descent left, then the whole budget.
+      search.Greedy(stash_goal);
+      search.RewindToBest();
+      candidates.push_back(state.plan());
+      AssignWithinBudget(problem, start, goal.budget, state);
+      const bool above_plain = state.Peak() > plain_peak;
+      search.Greedy(stash_goal);
+      search.RewindToBest();
+      candidates.push_back(state.plan());
+      RETURN_IF_ERROR(interrupt_status);
+      // The selection rejects it above the plain peak, and the greedy never
+      // lowers the stash by raising the peak: repair the start first, then
+      // spend the budget the repair freed.
+      if (!above_plain) continue;
+      AssignWithinBudget(problem, start, goal.budget, state);
+      if (!RepairPeak(plain_peak, state)) continue;
+      search.Greedy(stash_goal);
+      search.RewindToBest();
+      candidates.push_back(state.plan());
+      RETURN_IF_ERROR(interrupt_status);
+    }
+  }
+  return candidates;
+}
+
+}  // namespace echo::planner

@@ -1,0 +1,451 @@
+#include "planner/recompute/search/remat_search.h"
+
+#include <algorithm>
+#include <tuple>
+#include <utility>
+
+namespace echo::planner {
+
+bool RemoveStep(const SearchStep& step, RematState& state) {
+  if (step.point == kNoOp) {
+    if (!state.Contains(step.op)) return false;
+    state.Set(step.op, false);
+    return true;
+  }
+  const std::vector<OpIndex>& splits = state.splits(step.op);
+  if (!std::binary_search(splits.begin(), splits.end(), step.point)) {
+    return false;
+  }
+  state.RemoveSplit(step.op, step.point);
+  return true;
+}
+
+void RestoreStep(const SearchStep& step, RematState& state) {
+  if (step.point == kNoOp) {
+    state.Set(step.op, true);
+  } else {
+    state.AddSplit(step.op, step.point);
+  }
+}
+
+class RematSearch::Impl {
+ public:
+  Impl(const RematProblem& problem, int32_t max_depth)
+      : problem_(problem),
+        max_depth_(max_depth),
+        state_(problem),
+        banned_(problem.num_ops(), 0),
+        seen_(problem.num_ops(), 0) {
+    const double mean_cost =
+        problem.num_ops() > 0 ? problem.baseline_cost / problem.num_ops() : 0;
+    cost_floor_ = std::max(1e-12, 1e-9 * mean_cost);
+    batch_ = problem.num_ops() > kExactGraphOps;
+    // Large graphs: evaluate more candidates per scan, so that scans (each
+    // O(tensors)) stay few as the number of moves grows with the graph.
+    exact_moves_ =
+        batch_ ? std::clamp<size_t>(problem.num_ops() / 1000, 48, 1024) : 256;
+  }
+
+  static constexpr size_t kMinCleanupTries = 256;
+  // Large graphs: cleanup tries per call (the most expensive items first).
+  static constexpr size_t kMaxBatchCleanupTries = 2048;
+  // Graphs up to this many ops get one move per scan.
+  static constexpr int32_t kExactGraphOps = 600;
+
+  RematState& state() { return state_; }
+  bool batch() const { return batch_; }
+  void SetStop(std::function<bool()> stop) { stop_ = std::move(stop); }
+  bool Stopped() const { return stop_ && stop_(); }
+
+  // Peak-driven greedy: lowers the peak until it is <= goal.limit (limit
+  // mode; returns whether it got there) or until no move fits the budget
+  // (overhead mode). Every applied step goes to log_; best_steps_ is the
+  // length of the log prefix with the lowest peak (then cost).
+  bool Greedy(const SearchGoal& goal) {
+    log_.clear();
+    best_steps_ = 0;
+    const bool stash = Stash(goal);
+    // Stash: moves on the tensors live across the last forward op.
+    auto target_slot = [&] {
+      return stash ? state_.stash_slot() : state_.PeakSlot();
+    };
+    // Lexicographic: (stash,) peak, cost.
+    auto key = [&] {
+      return std::make_tuple(stash ? state_.StashBytes() : 0, state_.Peak(),
+                             state_.cost());
+    };
+    auto best_key = key();
+    best_peak_ = state_.Peak();
+    while (true) {
+      if (goal.limit_mode && state_.Peak() <= goal.limit) return true;
+      if (Stopped()) return false;
+      std::vector<SearchMove> moves = RankedMoves(goal, target_slot());
+      if (moves.empty()) return false;
+      // The best move applies as evaluated. In batch mode the next ones are
+      // re-checked against the new peak and applied while they still help,
+      // saving a scan per move on large graphs.
+      bool applied = false;
+      for (const SearchMove& move : moves) {
+        if (applied && !batch_) break;
+        if (goal.limit_mode && state_.Peak() <= goal.limit) break;
+        const int64_t peak = state_.Peak();
+        const int32_t slot = target_slot();
+        const int64_t slot_value = Measure(goal, slot);
+        const size_t logged = log_.size();
+        for (const SearchStep& step : move.steps) {
+          if (Apply(step)) log_.push_back(step);
+        }
+        const bool helps = log_.size() > logged && state_.Peak() <= peak &&
+                           Measure(goal, slot) < slot_value &&
+                           (goal.limit_mode || state_.cost() <= goal.budget);
+        if (applied && !helps) {
+          while (log_.size() > logged) {
+            Revert(log_.back());
+            log_.pop_back();
+          }
+          continue;
+        }
+        applied = true;
+        if (key() < best_key) {
+          best_steps_ = log_.size();
+          best_key = key();
+          best_peak_ = state_.Peak();
+        }
+      }
+    }
+  }
+
+  // Undoes the log back to its best prefix.
+  void RewindToBest() {
+    while (log_.size() > best_steps_) {
+      Revert(log_.back());
+      log_.pop_back();
+    }
+  }
+  int64_t best_peak() const { return best_peak_; }
+
+  // Drops recomputed ops and splits, most expensive first, while the peak
+  // stays <= limit.
+  void Cleanup(int64_t limit) {
+    struct Item {
+      SearchStep step;
+      double cost;
+    };
+    std::vector<Item> items;
+    for (OpIndex o = 0; o < problem_.num_ops(); ++o) {
+      if (!state_.InPlan(o)) continue;
+      const std::vector<OpIndex>& points = state_.clone_points(o);
+      if (points.empty() && state_.Contains(o)) {
+        state_.Set(o, false);  // a member without clones changes nothing
+        continue;
+      }
+      size_t first_split = 0;
+      if (state_.Contains(o)) {
+        items.push_back(
+            {SearchStep{o, kNoOp}, problem_.op_costs[o] * points.size()});
+        first_split = 1;
+      }
+      for (size_t k = first_split; k < points.size(); ++k) {
+        items.push_back({SearchStep{o, points[k]}, problem_.op_costs[o]});
+      }
+    }
+    std::stable_sort(
+        items.begin(), items.end(),
+        [](const Item& a, const Item& b) { return a.cost > b.cost; });
+    // Removals are tried in chunks that grow while they succeed (most of a
+    // seed plan may go at once) and fall back to one at a time. The cheap
+    // tail frees little budget: stop once the untried items cost under 2% of
+    // the plan, or (large graphs) after kMaxBatchCleanupTries tries.
+    double untried = 0;
+    for (const Item& item : items) untried += item.cost;
+    const double tail = 0.02 * untried;
+    std::vector<SearchStep> removed;
+    size_t chunk = 1;
+    size_t tries = 0;
+    for (size_t i = 0; i < items.size(); ++tries) {
+      if (i >= kMinCleanupTries && untried < tail) break;
+      if (tries % 64 == 63 && Stopped()) break;
+      if (batch_ && tries >= kMaxBatchCleanupTries) break;
+      const size_t end = std::min(items.size(), i + chunk);
+      removed.clear();
+      for (size_t k = i; k < end; ++k) {
+        if (Remove(items[k].step)) removed.push_back(items[k].step);
+      }
+      if (state_.Peak() <= limit) {
+        for (size_t k = i; k < end; ++k) untried -= items[k].cost;
+        i = end;
+        chunk = std::min<size_t>(2 * chunk, 64);
+        continue;
+      }
+      for (auto it = removed.rbegin(); it != removed.rend(); ++it) Restore(*it);
+      if (chunk == 1) {
+        untried -= items[i].cost;
+        ++i;
+      } else {
+        chunk = 1;
+      }
+    }
+  }
+
+  bool Remove(const SearchStep& step) { return RemoveStep(step, state_); }
+  void Restore(const SearchStep& step) { RestoreStep(step, state_); }
+
+  // Re-insertion: take out an expensive op, repair to the limit without it,
+  // clean up; keep the result when cheaper. At most `max_trials` trials.
+  void LocalSearch(int64_t limit, int32_t max_trials) {
+    std::vector<OpIndex> ops;
+    for (OpIndex o = 0; o < problem_.num_ops(); ++o) {
+      if (state_.Contains(o) && problem_.op_costs[o] > 0) ops.push_back(o);
+    }
+    std::stable_sort(ops.begin(), ops.end(), [this](OpIndex a, OpIndex b) {
+      return problem_.op_costs[a] * state_.clone_points(a).size() >
+             problem_.op_costs[b] * state_.clone_points(b).size();
+    });
+    SearchGoal goal;
+    goal.limit = limit;
+    int32_t trials = 0;
+    for (OpIndex op : ops) {
+      if (trials++ >= max_trials || Stopped()) break;
+      if (!state_.Contains(op)) continue;
+      const RematPlan saved = state_.plan();
+      const double saved_cost = state_.cost();
+      state_.Set(op, false);
+      banned_[op] = 1;
+      const bool repaired = Greedy(goal);
+      banned_[op] = 0;
+      if (repaired) Cleanup(limit);
+      if (!repaired || state_.cost() >= saved_cost - cost_floor_) {
+        state_.Assign(saved);
+      }
+    }
+  }
+
+ private:
+  // Applies a step; false when it changes nothing (already there).
+  bool Apply(const SearchStep& step) {
+    if (step.point == kNoOp) {
+      if (state_.Contains(step.op)) return false;
+      state_.Set(step.op, true);
+      return true;
+    }
+    const std::vector<OpIndex>& splits = state_.splits(step.op);
+    if (std::binary_search(splits.begin(), splits.end(), step.point)) {
+      return false;
+    }
+    state_.AddSplit(step.op, step.point);
+    return true;
+  }
+  void Revert(const SearchStep& step) {
+    if (step.point == kNoOp) {
+      state_.Set(step.op, false);
+    } else {
+      state_.RemoveSplit(step.op, step.point);
+    }
+  }
+
+  bool Addable(OpIndex p) const {
+    return p != kNoOp && problem_.eligible[p] && !state_.Contains(p) &&
+           !banned_[p];
+  }
+
+  // The first need point of `op` whose clone would start after `slot` and is
+  // not a clone point yet; kNoOp when none.
+  OpIndex SplitPointAfter(OpIndex op, int32_t slot) const {
+    const std::vector<OpIndex> needs = state_.NeedPoints(op);
+    auto it = std::upper_bound(
+        needs.begin(), needs.end(), slot,
+        [](int32_t s, OpIndex b) { return s < RematState::PreSlot(b); });
+    if (it == needs.end()) return kNoOp;
+    const std::vector<OpIndex>& points = state_.clone_points(op);
+    if (std::binary_search(points.begin(), points.end(), *it)) return kNoOp;
+    return *it;
+  }
+
+  bool Stash(const SearchGoal& goal) const {
+    return goal.minimize_stash && !goal.limit_mode && state_.tracks_stash();
+  }
+  // What a move lowers: the bytes at `slot`, or the stash.
+  int64_t Measure(const SearchGoal& goal, int32_t slot) const {
+    return Stash(goal) ? state_.StashBytes() : state_.SlotValue(slot);
+  }
+
+  bool DepthAllows(OpIndex op) const {
+    return state_.ChainDepthIfAdded(op, max_depth_) <= max_depth_;
+  }
+
+  double Score(const SearchGoal& goal, int64_t slot_value, int64_t reduction,
+               double cost) const {
+    const double effective_cost = std::max(cost, cost_floor_);
+    if (goal.limit_mode) {
+      const int64_t excess = slot_value - goal.limit;
+      return static_cast<double>(std::min(reduction, excess)) / effective_cost;
+    }
+    return static_cast<double>(reduction) / effective_cost;
+  }
+
+  // Evaluates `first` and its extensions level by level: the producers (to
+  // add) or the clones (to split at the same point) of the inputs that the
+  // move newly stretches over the slot. Keeps the best prefix in `best`.
+  void EvaluateChain(const SearchGoal& goal, int32_t slot,
+                     const SearchStep& first, SearchMove& best) {
+    const Graph& graph = problem_.graph;
+    const int64_t peak = state_.Peak();
+    const int64_t slot_value = Measure(goal, slot);
+    const double base_cost = state_.cost();
+    std::vector<SearchStep> applied;
+    std::vector<SearchStep> level = {first};
+    const int32_t max_levels = std::min(max_depth_, 8);
+    auto covers = [&](TensorIndex t) {
+      if (state_.original(t).Covers(slot)) return true;
+      for (const RematState::Interval& clone : state_.clones(t)) {
+        if (clone.Covers(slot)) return true;
+      }
+      return false;
+    };
+    for (int32_t depth = 0; depth < max_levels && !level.empty(); ++depth) {
+      std::vector<TensorIndex> watched;
+      for (const SearchStep& step : level) {
+        for (TensorIndex t : graph.op(step.op).inputs) {
+          if (problem_.tensor_bytes[t] > 0 && !covers(t)) watched.push_back(t);
+        }
+      }
+      bool any = false;
+      for (const SearchStep& step : level) {
+        if (!state_.InPlan(step.op) && !DepthAllows(step.op)) continue;
+        if (!Apply(step)) continue;
+        applied.push_back(step);
+        any = true;
+      }
+      if (!any) break;
+      const double cost = state_.cost() - base_cost;
+      const int64_t reduction = slot_value - Measure(goal, slot);
+      const bool fits = goal.limit_mode || state_.cost() <= goal.budget;
+      if (fits && reduction > 0 && state_.Peak() <= peak) {
+        const double score = Score(goal, slot_value, reduction, cost);
+        if (score > best.score) {
+          best.steps = applied;
+          best.cost = cost;
+          best.score = score;
+        }
+      }
+      if (!fits) break;
+      std::vector<SearchStep> next;
+      for (TensorIndex t : watched) {
+        if (!covers(t)) continue;
+        const OpIndex p = graph.tensor(t).producer;
+        if (p == kNoOp) continue;
+        SearchStep step;
+        if (first.point == kNoOp) {
+          if (!Addable(p)) continue;
+          step = SearchStep{p, kNoOp};
+        } else {
+          if (!problem_.eligible[p] || banned_[p]) continue;
+          const std::vector<OpIndex> needs = state_.NeedPoints(p);
+          if (!std::binary_search(needs.begin(), needs.end(), first.point)) {
+            continue;
+          }
+          step = SearchStep{p, first.point};
+        }
+        const bool duplicate =
+            std::any_of(next.begin(), next.end(), [&](const SearchStep& s) {
+              return s.op == step.op && s.point == step.point;
+            });
+        if (!duplicate) next.push_back(step);
+      }
+      level = std::move(next);
+    }
+    for (auto it = applied.rbegin(); it != applied.rend(); ++it) Revert(*it);
+  }
+
+  // The moves that lower the peak slot, best first: candidates whose
+  // stashed output or idle clone covers the slot, ranked by bytes per cost,
+  // the top exact_moves_ of them evaluated exactly (with their chains).
+  std::vector<SearchMove> RankedMoves(const SearchGoal& goal, int32_t slot) {
+    const Graph& graph = problem_.graph;
+    ++stamp_;
+    struct Candidate {
+      OpIndex op;
+      bool split;  // its split point is found only if it is evaluated
+      double static_score;
+    };
+    std::vector<Candidate> candidates;
+    for (TensorIndex t = 0; t < graph.num_tensors(); ++t) {
+      const OpIndex p = graph.tensor(t).producer;
+      const int64_t bytes = problem_.tensor_bytes[t];
+      if (p == kNoOp || bytes == 0 || seen_[p] == stamp_) continue;
+      bool covers = state_.original(t).Covers(slot);
+      const bool addable = covers && Addable(p);
+      for (const RematState::Interval& clone : state_.clones(t)) {
+        covers = covers || clone.Covers(slot);
+      }
+      if (!covers) continue;
+      seen_[p] = stamp_;
+      const double per_cost = static_cast<double>(bytes) /
+                              std::max(problem_.op_costs[p], cost_floor_);
+      if (addable) candidates.push_back({p, false, per_cost});
+      // Or keep the instance that covers the slot only up to its last use
+      // before it, and clone again at the next use after it.
+      if (problem_.eligible[p] && !banned_[p]) {
+        candidates.push_back({p, true, per_cost});
+      }
+    }
+    if (candidates.size() > exact_moves_) {
+      std::nth_element(candidates.begin(), candidates.begin() + exact_moves_,
+                       candidates.end(),
+                       [](const Candidate& a, const Candidate& b) {
+                         return a.static_score > b.static_score;
+                       });
+      candidates.resize(exact_moves_);
+    }
+    std::vector<SearchMove> moves;
+    for (const Candidate& candidate : candidates) {
+      SearchStep first{candidate.op, kNoOp};
+      if (candidate.split) {
+        first.point = SplitPointAfter(candidate.op, slot);
+        if (first.point == kNoOp) continue;
+      }
+      SearchMove move;
+      EvaluateChain(goal, slot, first, move);
+      if (move.score >= 0 && !move.steps.empty())
+        moves.push_back(std::move(move));
+    }
+    std::stable_sort(moves.begin(), moves.end(),
+                     [](const SearchMove& a, const SearchMove& b) {
+                       return a.score > b.score;
+                     });
+    return moves;
+  }
+
+  const RematProblem& problem_;
+  const int32_t max_depth_;
+  RematState state_;
+  std::vector<uint8_t> banned_;
+  std::vector<uint32_t> seen_;
+  uint32_t stamp_ = 0;
+  double cost_floor_ = 1e-12;
+  // Apply several ranked moves per scan (large graphs).
+  bool batch_ = false;
+  size_t exact_moves_ = 256;
+  std::vector<SearchStep> log_;
+  size_t best_steps_ = 0;
+  int64_t best_peak_ = 0;
+  std::function<bool()> stop_;
+};
+
+RematSearch::RematSearch(const RematProblem& problem, int32_t max_depth)
+    : impl_(std::make_unique<Impl>(problem, max_depth)) {}
+RematSearch::~RematSearch() = default;
+RematState& RematSearch::state() { return impl_->state(); }
+bool RematSearch::batch() const { return impl_->batch(); }
+void RematSearch::SetStop(std::function<bool()> stop) {
+  impl_->SetStop(std::move(stop));
+}
+bool RematSearch::Greedy(const SearchGoal& goal) { return impl_->Greedy(goal); }
+void RematSearch::RewindToBest() { impl_->RewindToBest(); }
+int64_t RematSearch::best_peak() const { return impl_->best_peak(); }
+void RematSearch::Cleanup(int64_t limit) { impl_->Cleanup(limit); }
+void RematSearch::LocalSearch(int64_t limit, int32_t max_trials) {
+  impl_->LocalSearch(limit, max_trials);
+}
+
+}  // namespace echo::planner

@@ -1,0 +1,81 @@
+// The moves of AUTO's search over remat plans, on the interval model of
+// remat_state.h: the peak-driven greedy, the cleanup and the re-insertion
+// local search (auto_recompute.h describes the strategy).
+#ifndef ECHO_PLANNER_RECOMPUTE_SEARCH_REMAT_SEARCH_H_
+#define ECHO_PLANNER_RECOMPUTE_SEARCH_REMAT_SEARCH_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "planner/recompute/remat_problem.h"
+#include "planner/recompute/search/remat_state.h"
+
+namespace echo::planner {
+
+// What the greedy aims at: a memory limit, or the lowest peak within a cost
+// budget (total clone cost).
+struct SearchGoal {
+  bool limit_mode = true;
+  int64_t limit = 0;
+  double budget = 0;
+  // Overhead mode, with the state tracking the stash (TrackStash): lowers
+  // the stash instead of the peak, never raising the global peak.
+  bool minimize_stash = false;
+};
+
+// One change to a plan: add `op` to the set (point == kNoOp), or request a
+// clone of `op` at need point `point`.
+struct SearchStep {
+  OpIndex op = kNoOp;
+  OpIndex point = kNoOp;
+};
+
+// Takes a plan item out of `state` (false when it is not in); RestoreStep
+// puts it back.
+bool RemoveStep(const SearchStep& step, RematState& state);
+void RestoreStep(const SearchStep& step, RematState& state);
+
+struct SearchMove {
+  std::vector<SearchStep> steps;
+  double cost = 0;  // added clone cost
+  double score = -1;
+};
+
+class RematSearch {
+ public:
+  // Chains of recomputed ops stay within `max_depth`.
+  RematSearch(const RematProblem& problem, int32_t max_depth);
+  ~RematSearch();
+
+  RematState& state();
+  // Greedy, Cleanup and LocalSearch stop early once `stop` returns true.
+  void SetStop(std::function<bool()> stop);
+  // Large graphs: several ranked moves per scan, bounded cleanups.
+  bool batch() const;
+
+  // Peak-driven greedy: at the peak slot, the move with the best reduction
+  // there per unit of cost (in limit mode: min(reduction, excess) / cost),
+  // never raising the global peak, until the peak is <= goal.limit (limit
+  // mode; returns whether it got there) or no move fits the budget. It logs
+  // its steps; RewindToBest goes back to the lowest peak (then cost) seen,
+  // or when minimizing the stash, the lowest stash (then peak, then cost).
+  bool Greedy(const SearchGoal& goal);
+  void RewindToBest();
+  int64_t best_peak() const;
+  // Drops recomputed ops and splits, most expensive first, while the peak
+  // stays <= limit.
+  void Cleanup(int64_t limit);
+  // Re-insertion: take out an expensive op, repair to the limit without it,
+  // clean up; keep the result when cheaper. At most `max_trials` trials.
+  void LocalSearch(int64_t limit, int32_t max_trials);
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace echo::planner
+
+#endif  // ECHO_PLANNER_RECOMPUTE_SEARCH_REMAT_SEARCH_H_

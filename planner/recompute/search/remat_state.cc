@@ -1,0 +1,392 @@
+#include "planner/recompute/search/remat_state.h"
+
+#include <algorithm>
+#include <queue>
+
+namespace echo::planner {
+
+RematState::RematState(const RematProblem& problem)
+    : problem_(problem),
+      graph_(problem.graph),
+      end_slot_(2 * problem.graph.num_ops() - 1) {
+  fixed_.assign(graph_.num_tensors(), 0);
+  for (TensorIndex t = 0; t < graph_.num_tensors(); ++t) {
+    const Tensor& tensor = graph_.tensor(t);
+    fixed_[t] = IsPersistentRole(tensor.role) || tensor.is_output;
+  }
+  mark_.assign(std::max(graph_.num_ops(), graph_.num_tensors()), 0);
+  memo_.assign(graph_.num_ops(), 0);
+  memo_stamp_.assign(graph_.num_ops(), 0);
+  Assign(RematPlan{RematSet(graph_.num_ops(), 0), {}});
+}
+
+void RematState::Assign(const RematPlan& plan) {
+  const int32_t n = graph_.num_ops();
+  remat_.assign(n, 0);
+  for (OpIndex o = 0; o < n; ++o) {
+    remat_[o] = plan.remat[o] && problem_.can_clone[o];
+  }
+  splits_ = plan.splits;
+  splits_.resize(n);
+  clone_points_ = ClonePoints(problem_, RematPlan{remat_, splits_});
+  cost_ = 0;
+  num_clones_ = 0;
+  clone_workspace_.clear();
+  std::vector<int64_t> delta(end_slot_ + 2, 0);
+  for (OpIndex o = 0; o < n; ++o) {
+    const int64_t workspace = graph_.op(o).workspace_bytes;
+    delta[MainSlot(o)] += workspace;
+    delta[MainSlot(o) + 1] -= workspace;
+    for (OpIndex at : clone_points_[o]) {
+      cost_ += problem_.op_costs[o];
+      ++num_clones_;
+      if (workspace > 0) clone_workspace_[at].insert(workspace);
+    }
+  }
+  for (const auto& [at, workspaces] : clone_workspace_) {
+    delta[PreSlot(at)] += *workspaces.rbegin();
+    delta[PreSlot(at) + 1] -= *workspaces.rbegin();
+  }
+  original_.assign(graph_.num_tensors(), Interval{});
+  clones_.assign(graph_.num_tensors(), {});
+  for (TensorIndex t = 0; t < graph_.num_tensors(); ++t) {
+    ComputeIntervals(t, original_[t], clones_[t]);
+    const int64_t bytes = problem_.tensor_bytes[t];
+    auto add = [&](const Interval& interval) {
+      if (interval.empty()) return;
+      delta[interval.lo] += bytes;
+      delta[interval.hi + 1] -= bytes;
+    };
+    add(original_[t]);
+    for (const Interval& clone : clones_[t]) add(clone);
+  }
+  std::vector<int64_t> values(end_slot_ + 1);
+  int64_t running = 0;
+  for (int32_t slot = 0; slot <= end_slot_; ++slot) {
+    running += delta[slot];
+    values[slot] = running;
+  }
+  tree_.Assign(values);
+  if (tracks_stash()) TrackStash(OpOfSlot(stash_from_slot_));
+}
+
+void RematState::ComputeIntervals(TensorIndex t, Interval& original,
+                                  std::vector<Interval>& clones) const {
+  const Tensor& tensor = graph_.tensor(t);
+  const OpIndex p = tensor.producer;
+  const int32_t created = p == kNoOp ? 0 : MainSlot(p);
+  clones.clear();
+  if (fixed_[t]) {
+    original = Interval{created, end_slot_};
+    return;
+  }
+  const std::vector<OpIndex>& readers = tensor.readers;
+  const std::vector<OpIndex>* points =
+      p != kNoOp && !clone_points_[p].empty() && graph_.RemadeOnRecompute(t)
+          ? &clone_points_[p]
+          : nullptr;
+  // Latest pre slot of a clone that reads t.
+  int32_t clone_use = -1;
+  for (OpIndex r : readers) {
+    if (!clone_points_[r].empty()) {
+      clone_use = std::max(clone_use, PreSlot(clone_points_[r].back()));
+    }
+  }
+  const int32_t last_read = readers.empty() ? -1 : MainSlot(readers.back());
+  if (p == kNoOp) {
+    // Graph inputs nobody reads are never allocated.
+    original = readers.empty() ? Interval{}
+                               : Interval{0, std::max(last_read, clone_use)};
+    return;
+  }
+  if (points == nullptr) {
+    original = Interval{created, std::max({created, last_read, clone_use})};
+    return;
+  }
+  // Readers (and readers' clones) before the first clone use the original.
+  const OpIndex first = points->front();
+  const auto split = std::lower_bound(readers.begin(), readers.end(), first);
+  int32_t original_end =
+      split == readers.begin() ? created : MainSlot(*(split - 1));
+  for (OpIndex r : readers) {
+    for (OpIndex c : clone_points_[r]) {
+      if (c >= first) break;
+      original_end = std::max(original_end, PreSlot(c));
+    }
+  }
+  original = Interval{created, original_end};
+  if (points->size() == 1) {
+    const int32_t clone_created = PreSlot(first);
+    clones.push_back(Interval{
+        clone_created,
+        std::max({clone_created, split == readers.end() ? -1 : last_read,
+                  clone_use})});
+    return;
+  }
+  // Several clones: each serves the uses up to the next one.
+  std::vector<int32_t>& uses = uses_;
+  uses.clear();
+  for (auto it = split; it != readers.end(); ++it)
+    uses.push_back(MainSlot(*it));
+  for (OpIndex r : readers) {
+    for (OpIndex c : clone_points_[r]) uses.push_back(PreSlot(c));
+  }
+  std::sort(uses.begin(), uses.end());
+  auto use = uses.begin();
+  for (size_t k = 0; k < points->size(); ++k) {
+    const int32_t lo = PreSlot((*points)[k]);
+    const int32_t next =
+        k + 1 < points->size() ? PreSlot((*points)[k + 1]) : end_slot_ + 1;
+    int32_t hi = lo;
+    while (use != uses.end() && *use < next) hi = std::max(hi, *use++);
+    clones.push_back(Interval{lo, hi});
+  }
+}
+
+void RematState::AddInterval(const Interval& interval, int64_t bytes) {
+  if (!interval.empty()) tree_.Add(interval.lo, interval.hi, bytes);
+}
+
+void RematState::MoveInterval(const Interval& from, const Interval& to,
+                              int64_t bytes) {
+  if (from == to) return;
+  if (!from.empty() && !to.empty() && from.lo == to.lo) {
+    // Only the end moves: update the difference.
+    if (to.hi > from.hi) {
+      tree_.Add(from.hi + 1, to.hi, bytes);
+    } else {
+      tree_.Add(to.hi + 1, from.hi, -bytes);
+    }
+    return;
+  }
+  AddInterval(from, -bytes);
+  AddInterval(to, bytes);
+}
+
+void RematState::Refresh(TensorIndex t) {
+  if (fixed_[t]) return;
+  Interval original;
+  std::vector<Interval>& clones = clones_scratch_;
+  ComputeIntervals(t, original, clones);
+  if (original == original_[t] && clones == clones_[t]) return;
+  const int64_t bytes = problem_.tensor_bytes[t];
+  if (bytes != 0) {
+    MoveInterval(original_[t], original, bytes);
+    const std::vector<Interval>& old = clones_[t];
+    const size_t common = std::min(old.size(), clones.size());
+    for (size_t k = 0; k < common; ++k) MoveInterval(old[k], clones[k], bytes);
+    for (size_t k = common; k < old.size(); ++k) AddInterval(old[k], -bytes);
+    for (size_t k = common; k < clones.size(); ++k)
+      AddInterval(clones[k], bytes);
+  }
+  if (tracks_stash()) {
+    stash_bytes_ +=
+        StashContribution(t, original) - StashContribution(t, original_[t]);
+  }
+  original_[t] = original;
+  clones_[t].assign(clones.begin(), clones.end());
+}
+
+int64_t RematState::StashContribution(TensorIndex t,
+                                      const Interval& original) const {
+  const Tensor& tensor = graph_.tensor(t);
+  if (tensor.producer == kNoOp || IsPersistentRole(tensor.role) ||
+      graph_.op(tensor.producer).phase != Phase::kForward || original.empty() ||
+      original.hi < stash_from_slot_) {
+    return 0;
+  }
+  return problem_.tensor_bytes[t];
+}
+
+void RematState::TrackStash(OpIndex first_backward_op) {
+  stash_from_slot_ = PreSlot(first_backward_op);
+  stash_bytes_ = 0;
+  for (TensorIndex t = 0; t < graph_.num_tensors(); ++t) {
+    stash_bytes_ += StashContribution(t, original_[t]);
+  }
+}
+
+void RematState::UpdateWorkspace(OpIndex at, int64_t workspace, bool insert) {
+  std::multiset<int64_t>& workspaces = clone_workspace_[at];
+  const int64_t old_max = workspaces.empty() ? 0 : *workspaces.rbegin();
+  if (insert) {
+    workspaces.insert(workspace);
+  } else {
+    workspaces.erase(workspaces.find(workspace));
+  }
+  const int64_t new_max = workspaces.empty() ? 0 : *workspaces.rbegin();
+  tree_.Add(PreSlot(at), PreSlot(at), new_max - old_max);
+  if (workspaces.empty()) clone_workspace_.erase(at);
+}
+
+void RematState::SetClonePoints(OpIndex q, const std::vector<OpIndex>& points) {
+  const int64_t workspace = graph_.op(q).workspace_bytes;
+  for (OpIndex at : clone_points_[q]) {
+    cost_ -= problem_.op_costs[q];
+    --num_clones_;
+    if (workspace > 0) UpdateWorkspace(at, workspace, false);
+  }
+  for (OpIndex at : points) {
+    cost_ += problem_.op_costs[q];
+    ++num_clones_;
+    if (workspace > 0) UpdateWorkspace(at, workspace, true);
+  }
+  clone_points_[q].assign(points.begin(), points.end());
+}
+
+void RematState::Set(OpIndex op, bool in_set) {
+  if ((remat_[op] != 0) == in_set) return;
+  if (in_set && !problem_.can_clone[op]) return;
+  remat_[op] = in_set;
+  Update(op);
+}
+
+void RematState::AddSplit(OpIndex op, OpIndex point) {
+  if (!problem_.can_clone[op]) return;
+  std::vector<OpIndex>& splits = splits_[op];
+  auto it = std::lower_bound(splits.begin(), splits.end(), point);
+  if (it != splits.end() && *it == point) return;
+  splits.insert(it, point);
+  Update(op);
+}
+
+void RematState::RemoveSplit(OpIndex op, OpIndex point) {
+  std::vector<OpIndex>& splits = splits_[op];
+  auto it = std::lower_bound(splits.begin(), splits.end(), point);
+  if (it == splits.end() || *it != point) return;
+  splits.erase(it);
+  Update(op);
+}
+
+void RematState::ComputeClonePoints(OpIndex x,
+                                    std::vector<OpIndex>& points) const {
+  points.clear();
+  if (!splits_[x].empty()) {
+    points = ClonePointsFromNeeds(NeedPoints(x), &splits_[x], remat_[x] != 0);
+    return;
+  }
+  if (!remat_[x]) return;
+  // One clone, at the first need point.
+  OpIndex first = kNoOp;
+  auto consider = [&first](OpIndex o) {
+    if (first == kNoOp || o < first) first = o;
+  };
+  for (TensorIndex t : graph_.op(x).outputs) {
+    if (!graph_.RemadeOnRecompute(t)) continue;  // the original serves them
+    const std::vector<OpIndex>& readers = graph_.tensor(t).readers;
+    if (problem_.split_reader[t] < static_cast<int32_t>(readers.size())) {
+      consider(readers[problem_.split_reader[t]]);
+    }
+    for (OpIndex r : readers) {
+      if (!clone_points_[r].empty()) {
+        consider(clone_points_[r].front());
+      }
+    }
+  }
+  if (first != kNoOp) points.push_back(first);
+}
+
+void RematState::Update(OpIndex op) {
+  // Clone points change upward only: from an op to the producers of its
+  // inputs. Decide readers (higher indices) first: a max-heap of ops.
+  ++stamp_;
+  std::vector<OpIndex>& pending = pending_scratch_;
+  std::vector<OpIndex>& changed = changed_scratch_;
+  std::vector<OpIndex>& points = points_scratch_;
+  pending.assign(1, op);
+  changed.clear();
+  mark_[op] = stamp_;
+  while (!pending.empty()) {
+    std::pop_heap(pending.begin(), pending.end());
+    const OpIndex x = pending.back();
+    pending.pop_back();
+    ComputeClonePoints(x, points);
+    if (points == clone_points_[x] && x != op) continue;
+    SetClonePoints(x, points);
+    changed.push_back(x);
+    for (TensorIndex t : graph_.op(x).inputs) {
+      const OpIndex p = graph_.tensor(t).producer;
+      if (p != kNoOp && InPlan(p) && mark_[p] != stamp_) {
+        mark_[p] = stamp_;
+        pending.push_back(p);
+        std::push_heap(pending.begin(), pending.end());
+      }
+    }
+  }
+  // Tensors whose intervals may move: outputs and inputs of changed ops.
+  ++stamp_;
+  for (OpIndex x : changed) {
+    for (const std::vector<TensorIndex>* list :
+         {&graph_.op(x).outputs, &graph_.op(x).inputs}) {
+      for (TensorIndex t : *list) {
+        if (mark_[t] == stamp_) continue;
+        mark_[t] = stamp_;
+        Refresh(t);
+      }
+    }
+  }
+}
+
+int32_t RematState::LongestChain(OpIndex q, int32_t cap,
+                                 bool toward_producers) const {
+  // Longest chain of set ops through q in one direction, counting q, capped
+  // at cap + 1: explore at most `cap` levels, then a DP over the reached ops
+  // from the far end. Neighbours: the producers of x's inputs (upward) or
+  // the readers of its outputs (downward).
+  const auto for_each_neighbor = [&](OpIndex x, const auto& visit) {
+    // (Outputs a clone does not make link nothing: read from the original.)
+    if (toward_producers) {
+      for (TensorIndex t : graph_.op(x).inputs) {
+        const OpIndex p = graph_.tensor(t).producer;
+        if (p != kNoOp && graph_.RemadeOnRecompute(t)) visit(p);
+      }
+    } else {
+      for (TensorIndex t : graph_.op(x).outputs) {
+        if (!graph_.RemadeOnRecompute(t)) continue;
+        for (OpIndex r : graph_.tensor(t).readers) visit(r);
+      }
+    }
+  };
+  ++memo_generation_;
+  std::vector<OpIndex>& frontier = walk_frontier_;
+  std::vector<OpIndex>& next = walk_next_;
+  std::vector<OpIndex>& reached = walk_reached_;
+  frontier.assign(1, q);
+  reached.assign(1, q);
+  memo_stamp_[q] = memo_generation_;
+  for (int32_t level = 0; level < cap && !frontier.empty(); ++level) {
+    next.clear();
+    for (OpIndex x : frontier) {
+      for_each_neighbor(x, [&](OpIndex y) {
+        if (!InPlan(y) || memo_stamp_[y] == memo_generation_) return;
+        memo_stamp_[y] = memo_generation_;
+        next.push_back(y);
+        reached.push_back(y);
+      });
+    }
+    std::swap(frontier, next);
+  }
+  // Neighbours before the ops that reach them: index order upward, reverse
+  // index order downward.
+  std::sort(reached.begin(), reached.end());
+  if (!toward_producers) std::reverse(reached.begin(), reached.end());
+  for (OpIndex x : reached) {
+    int32_t best = 0;
+    for_each_neighbor(x, [&](OpIndex y) {
+      const bool before = toward_producers ? y < x : y > x;
+      if (memo_stamp_[y] == memo_generation_ && before) {
+        best = std::max(best, memo_[y]);
+      }
+    });
+    memo_[x] = std::min(cap + 1, best + 1);
+  }
+  return memo_[q];
+}
+
+int32_t RematState::ChainDepthIfAdded(OpIndex op, int32_t cap) const {
+  // Both walks count `op` itself, whether or not it is in the set.
+  return std::min(cap + 1, LongestChain(op, cap, /*toward_producers=*/true) +
+                               LongestChain(op, cap, false) - 1);
+}
+
+}  // namespace echo::planner

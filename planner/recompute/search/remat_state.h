@@ -1,0 +1,151 @@
+// Incremental memory model of a remat plan (remat_problem.h), for search.
+//
+// Each op j has two slots: pre(j) = 2j, where the clones placed before j run,
+// and main(j) = 2j + 1, where j itself runs. Each tensor instance is an
+// interval of slots holding its bytes (created .. last reader), kept in a
+// segment tree with range-add / range-max, so adding or removing an op from
+// the set updates the profile in O(changed intervals * log n) and the peak is
+// read in O(1). Main slots equal ReplaySchedule's step bytes exactly; a pre
+// slot holds every clone placed there at once (plus the largest clone
+// workspace), an upper bound of the replay's steps for those clones.
+#ifndef ECHO_PLANNER_RECOMPUTE_SEARCH_REMAT_STATE_H_
+#define ECHO_PLANNER_RECOMPUTE_SEARCH_REMAT_STATE_H_
+
+#include <cstdint>
+#include <set>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "planner/recompute/remat_problem.h"
+#include "planner/recompute/search/segment_tree.h"
+
+namespace echo::planner {
+
+class RematState {
+ public:
+  struct Interval {
+    int32_t lo = 0;
+    int32_t hi = -1;  // empty when lo > hi
+    bool empty() const { return lo > hi; }
+    bool Covers(int32_t slot) const { return lo <= slot && slot <= hi; }
+    bool operator==(const Interval& other) const {
+      return lo == other.lo && hi == other.hi;
+    }
+  };
+
+  explicit RematState(const RematProblem& problem);
+
+  static int32_t PreSlot(OpIndex o) { return 2 * o; }
+  static int32_t MainSlot(OpIndex o) { return 2 * o + 1; }
+  static OpIndex OpOfSlot(int32_t slot) { return slot / 2; }
+
+  const RematProblem& problem() const { return problem_; }
+  // Replaces the whole plan (rebuilds in O(n + edges)).
+  void Assign(const RematPlan& plan);
+  RematPlan plan() const { return RematPlan{remat_, splits_}; }
+  // Adds or removes one op (ops that cannot be cloned are never added).
+  void Set(OpIndex op, bool in_set);
+  // Requests or withdraws a clone of `op` at need point `point` (also for ops
+  // outside the set: their original then serves the uses before it).
+  void AddSplit(OpIndex op, OpIndex point);
+  void RemoveSplit(OpIndex op, OpIndex point);
+
+  bool Contains(OpIndex op) const { return remat_[op] != 0; }
+  // In the set, or cloned at splits.
+  bool InPlan(OpIndex op) const {
+    return remat_[op] != 0 || !splits_[op].empty();
+  }
+  const RematSet& remat() const { return remat_; }
+  const std::vector<OpIndex>& clone_points(OpIndex op) const {
+    return clone_points_[op];
+  }
+  const std::vector<OpIndex>& splits(OpIndex op) const { return splits_[op]; }
+  std::vector<OpIndex> NeedPoints(OpIndex op) const {
+    return planner::NeedPoints(problem_, clone_points_, op);
+  }
+
+  int64_t Peak() const { return tree_.Max(); }
+  int32_t PeakSlot() const { return tree_.ArgMax(); }
+  int64_t SlotValue(int32_t slot) const { return tree_.Value(slot); }
+  int64_t RangeMax(int32_t lo, int32_t hi) const {
+    return tree_.RangeMax(lo, hi);
+  }
+  int32_t num_slots() const { return tree_.size(); }
+  // Sum of op costs over the clones.
+  double cost() const { return cost_; }
+  int32_t num_clones() const { return num_clones_; }
+
+  // The original instance of a tensor, and its clones in schedule order.
+  const Interval& original(TensorIndex t) const { return original_[t]; }
+  const std::vector<Interval>& clones(TensorIndex t) const {
+    return clones_[t];
+  }
+
+  // The stash objective: from now on, StashBytes() sums the forward-made,
+  // non-persistent tensors whose original instance is read at or after
+  // `first_backward_op`'s pre slot, where the clones that run before it
+  // read (what StashedTensors reports for the schedule).
+  void TrackStash(OpIndex first_backward_op);
+  bool tracks_stash() const { return stash_from_slot_ >= 0; }
+  int64_t StashBytes() const { return stash_bytes_; }
+  // The main slot of the last forward op: every stashed tensor is live there.
+  int32_t stash_slot() const { return stash_from_slot_ - 1; }
+
+  // Longest chain of set ops through `op` if it were added (1 when alone),
+  // counted up to `cap` + 1.
+  int32_t ChainDepthIfAdded(OpIndex op, int32_t cap) const;
+
+ private:
+  void ComputeIntervals(TensorIndex t, Interval& original,
+                        std::vector<Interval>& clones) const;
+  void Refresh(TensorIndex t);
+  void AddInterval(const Interval& interval, int64_t bytes);
+  void SetClonePoints(OpIndex q, const std::vector<OpIndex>& points);
+  void ComputeClonePoints(OpIndex x, std::vector<OpIndex>& points) const;
+  // Adds `bytes` over `to` and removes them over `from`, touching only the
+  // difference when just the end moves.
+  void MoveInterval(const Interval& from, const Interval& to, int64_t bytes);
+  void UpdateWorkspace(OpIndex at, int64_t workspace, bool insert);
+  // Recomputes clone points from `op` up through producers, then the
+  // intervals of every tensor they touch.
+  void Update(OpIndex op);
+  // Ops on the longest chain of set ops through q toward its producers
+  // (or its readers), q included, capped at cap + 1.
+  int32_t LongestChain(OpIndex q, int32_t cap, bool toward_producers) const;
+
+  const RematProblem& problem_;
+  const Graph& graph_;
+  int32_t end_slot_;
+  RematSet remat_;
+  std::vector<std::vector<OpIndex>> splits_;
+  std::vector<std::vector<OpIndex>> clone_points_;
+  std::vector<Interval> original_;
+  std::vector<std::vector<Interval>> clones_;
+  int64_t StashContribution(TensorIndex t, const Interval& original) const;
+
+  // Stash tracking (TrackStash): -1 when off.
+  int32_t stash_from_slot_ = -1;
+  int64_t stash_bytes_ = 0;
+  // Tensors whose interval never changes (persistent, graph outputs).
+  std::vector<uint8_t> fixed_;
+  MaxSegmentTree tree_;
+  double cost_ = 0;
+  int32_t num_clones_ = 0;
+  // Clone workspaces per pre slot (op index), only the nonzero ones.
+  absl::flat_hash_map<OpIndex, std::multiset<int64_t>> clone_workspace_;
+  // Scratch.
+  std::vector<uint32_t> mark_;
+  uint32_t stamp_ = 0;
+  mutable std::vector<int32_t> memo_;
+  mutable std::vector<uint32_t> memo_stamp_;
+  mutable uint32_t memo_generation_ = 0;
+  // LongestChain's walk, kept between calls so that it allocates once.
+  mutable std::vector<OpIndex> walk_frontier_, walk_next_, walk_reached_;
+  mutable std::vector<int32_t> uses_;
+  std::vector<Interval> clones_scratch_;
+  std::vector<OpIndex> pending_scratch_, changed_scratch_, points_scratch_;
+};
+
+}  // namespace echo::planner
+
+#endif  // ECHO_PLANNER_RECOMPUTE_SEARCH_REMAT_STATE_H_

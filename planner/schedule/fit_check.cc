@@ -1,0 +1,74 @@
+#include "planner/schedule/fit_check.h"
+
+#include <algorithm>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "planner/device_catalog.h"
+#include "planner/recompute/plan.h"
+#include "planner/recompute/recompute_planner.h"
+#include "planner/status_macros.h"
+
+namespace echo::planner {
+
+absl::StatusOr<FitResult> CheckFit(const Graph& graph,
+                                   const std::vector<double>& op_costs,
+                                   const FitOptions& options) {
+  const double ratio =
+      options.max_overhead_ratio.value_or(kDefaultMaxOverheadRatio);
+  // +inf is a valid budget ("any overhead"); NaN and negatives are not.
+  if (!(ratio >= 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_overhead_ratio must be >= 0, got ", ratio));
+  }
+  if (options.reserved_bytes.value_or(0) < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "reserved_bytes must be >= 0, got ", *options.reserved_bytes));
+  }
+  FitResult result;
+  result.reserved_bytes = options.reserved_bytes.value_or(
+      DefaultReservedBytes(options.device_memory_bytes));
+  const int64_t capacity = options.device_memory_bytes - result.reserved_bytes;
+  result.baseline_peak_bytes = SimulatePlain(graph, options.memory).peak_bytes;
+  result.planned_peak_bytes = result.baseline_peak_bytes;
+  if (result.baseline_peak_bytes <= capacity) {
+    result.fits = true;
+    result.fits_without_recompute = true;
+    result.message = absl::StrFormat(
+        "fits without recomputation: peak %d of %d usable bytes",
+        result.baseline_peak_bytes, capacity);
+    return result;
+  }
+  RecomputePlanOptions plan_options;
+  plan_options.memory = options.memory;
+  plan_options.interrupted = options.interrupted;
+  plan_options.memory_limit_bytes = std::max<int64_t>(capacity, 1);
+  ASSIGN_OR_RETURN(const RecomputePlan plan,
+                   GenerateRecomputePlan(graph, op_costs, plan_options));
+  result.planned_peak_bytes = plan.planned_peak_bytes;
+  result.recompute_overhead_ratio = plan.recompute_overhead_ratio;
+  result.fits = plan.feasible && plan.planned_peak_bytes <= capacity &&
+                plan.recompute_overhead_ratio <= ratio;
+  if (result.fits) {
+    result.message = absl::StrFormat(
+        "fits with recomputation: peak %d -> %d of %d usable bytes at %.2f%% "
+        "extra compute",
+        result.baseline_peak_bytes, plan.planned_peak_bytes, capacity,
+        100 * plan.recompute_overhead_ratio);
+  } else if (plan.feasible) {
+    result.message = absl::StrFormat(
+        "fits only at %.2f%% extra compute, above the %.2f%% budget (peak %d "
+        "-> %d of %d bytes)",
+        100 * plan.recompute_overhead_ratio, 100 * ratio,
+        result.baseline_peak_bytes, plan.planned_peak_bytes, capacity);
+  } else {
+    result.message = absl::StrFormat(
+        "does not fit even with maximal recomputation: best peak %d, lower "
+        "bound %d, usable %d bytes",
+        plan.planned_peak_bytes, plan.peak_lower_bound_bytes, capacity);
+  }
+  return result;
+}
+
+}  // namespace echo::planner
