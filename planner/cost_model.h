@@ -1,5 +1,5 @@
 // The op cost model: FLOPs and bytes per op from shapes, a roofline time on
-// a device, and the precedence of cost sources (design.md section 1).
+// a device, and the precedence of cost sources (docs/design.md section 1).
 //
 // Shapes come from the op's tensors (shape, dtype; a tensor whose shape is
 // unknown counts by its size_bytes) and from op.attributes. Attribute keys

@@ -1,5 +1,5 @@
-// The planner's graph IR (design.md section 4): an ordered list of ops over
-// tensors, with ids resolved to dense indices. Built only through
+// The planner's graph IR (docs/design.md section 4): an ordered list of ops
+// over tensors, with ids resolved to dense indices. Built only through
 // GraphBuilder, so every Graph in the planner is valid.
 #ifndef ECHO_PLANNER_GRAPH_H_
 #define ECHO_PLANNER_GRAPH_H_

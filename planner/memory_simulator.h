@@ -1,4 +1,4 @@
-// The memory model of design.md section 4, over any schedule. The plain
+// The memory model of docs/design.md section 4, over any schedule. The plain
 // schedule (every op once, in graph order) gives the framework's peak; a
 // recompute plan's schedule gives the plan's peak. The same replay validates
 // a plan, so every number a plan claims comes from here.

@@ -1,5 +1,5 @@
 // Recompute plans: the policy and budget a caller asks for, and the plan a
-// pass returns (design.md section 4, "Plan semantics"). Plain data, no
+// pass returns (docs/design.md section 4, "Plan semantics"). Plain data, no
 // solver: the adapter and clients use these types without linking the
 // passes. Every default of recompute planning is here.
 #ifndef ECHO_PLANNER_RECOMPUTE_PLAN_H_

@@ -1,6 +1,6 @@
-// Recompute planning (design.md sections 2-3): which forward feature maps to
-// stash and which to recompute in the backward pass, as an execution schedule
-// whose every number is reproduced by ReplaySchedule.
+// Recompute planning (docs/design.md sections 2-3): which forward feature maps
+// to stash and which to recompute in the backward pass, as an execution
+// schedule whose every number is reproduced by ReplaySchedule.
 //
 // Policies:
 //   kNone      the plain schedule: stash everything the backward reads.

@@ -1,6 +1,6 @@
-// The scheduler's questions over plans (design.md section 5, "Schedulers"):
-// the largest batch that fits a device, without and with recomputation, and
-// the memory/compute frontier of a graph.
+// The scheduler's questions over plans (docs/design.md section 5,
+// "Schedulers"): the largest batch that fits a device, without and with
+// recomputation, and the memory/compute frontier of a graph.
 //
 // FindMaxBatchSize searches over candidate batches k * multiple_of in
 // [min_batch, max_batch]: galloping (1, 2, 4, ... steps) from the smallest

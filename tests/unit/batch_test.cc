@@ -204,7 +204,7 @@ TEST(BatchTest, CheckmateImportMarksEveryNode) {
   options.batch_size = kCheckmateBatchFromName;
   ASSERT_OK_AND_ASSIGN(const Graph graph, ImportCheckmateJson(json, options));
   EXPECT_EQ(graph.batch_size(), 256);
-  // design.md: VGG16 at batch 256 peaks at 15,825,108,992 bytes; at 128,
+  // docs/design.md: VGG16 at batch 256 peaks at 15,825,108,992 bytes; at 128,
   // every node's size halves.
   EXPECT_EQ(SimulatePlain(graph).peak_bytes, 15825108992);
   ASSERT_OK_AND_ASSIGN(const Graph half, WithBatchSize(graph, 128));

@@ -1,4 +1,4 @@
-// The memory model of design.md section 4: exact peaks, peak steps and
+// The memory model of docs/design.md section 4: exact peaks, peak steps and
 // breakdowns on small hand-built graphs, and the known plain peaks of the
 // Checkmate graphs.
 #include "planner/memory_simulator.h"

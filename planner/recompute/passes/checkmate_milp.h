@@ -1,10 +1,10 @@
-// OPTIMAL: the Checkmate MILP (Jain et al., MLSys 2020, design.md section 3)
-// solved with CBC. Stage t runs original op t, preceded by any recomputed
+// OPTIMAL: the Checkmate MILP (Jain et al., MLSys 2020, docs/design.md section
+// 3) solved with CBC. Stage t runs original op t, preceded by any recomputed
 // ops; binaries R[t,i] (op i runs in stage t), S[t,x] (tensor x is held at the
 // start of stage t) and FREE[t,x,k] (x is freed after op k of stage t);
 // continuous U[t,k] (memory while op k of stage t runs); minimize the total
 // cost of the recomputations subject to U + workspace <= the memory limit.
-// Its memory accounting is ours (design.md section 4): outputs allocated
+// Its memory accounting is ours (docs/design.md section 4): outputs allocated
 // before an op runs, inputs freed after their last reader, persistent tensors
 // and graph outputs never freed, graph inputs present from the start, so the
 // converted schedule replays to at most the MILP's memory.

@@ -1,5 +1,6 @@
-// The published Echo algorithm (design.md section 2, Zheng et al. ISCA 2020,
-// as implemented upstream in MXNet), re-implemented faithfully as a baseline:
+// The published Echo algorithm (docs/design.md section 2, Zheng et al. ISCA
+// 2020, as implemented upstream in MXNet), re-implemented faithfully as a
+// baseline:
 //  1. Rule list: parameters, dropout/random, embedding, convolution,
 //     fully-connected/GEMM, concat and the softmax output are heavy (never
 //     recomputed); every other forward op is cheap. op.recomputable = false

@@ -27,8 +27,8 @@ struct Horizons {
 };
 Horizons ComputeHorizons(const RematProblem& problem);
 
-// A model too big for the method: FAILED_PRECONDITION (design.md 6), not
-// the overload code.
+// A model too big for the method: FAILED_PRECONDITION (docs/design.md section
+// 6), not the overload code.
 absl::Status MilpTooBigError(int32_t ops, int64_t max_nonzeros);
 
 // Every R column is a nonzero of some row: refuses a model that is too big
