@@ -94,7 +94,22 @@ absl::StatusOr<planner::RecomputePlanOptions> PlanOptionsFromProto(
                        "; expected PEAK_BYTES or STASH_BYTES"));
   }
   ASSIGN_OR_RETURN(options.memory, MemoryModelFromProto(request.allocator()));
+  ASSIGN_OR_RETURN(options.chunking.enabled,
+                   ChunkingFromProto(request.chunking()));
   return options;
+}
+
+absl::StatusOr<bool> ChunkingFromProto(int mode) {
+  switch (mode) {
+    case v1::CHUNKING_MODE_UNSPECIFIED:
+    case v1::CHUNKING_MODE_OFF:
+      return false;
+    case v1::CHUNKING_MODE_AUTO:
+      return true;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unknown chunking mode ", mode, "; expected OFF or AUTO"));
+  }
 }
 
 absl::StatusOr<planner::Schedule> ScheduleFromProto(
@@ -113,10 +128,77 @@ absl::StatusOr<planner::Schedule> ScheduleFromProto(
   return schedule;
 }
 
-void FillPlanResponse(const planner::Graph& graph,
+namespace {
+
+std::vector<std::string> TensorIds(
+    const planner::Graph& graph, const std::vector<planner::TensorIndex>& ts) {
+  std::vector<std::string> ids;
+  for (planner::TensorIndex t : ts) ids.push_back(graph.tensor(t).id);
+  return ids;
+}
+
+// A chunked region as the proto says it: its steps' inputs and outputs are
+// in the chunked graph, its own ops in the request's.
+void ChunkedRegionToProto(const planner::Graph& request_graph,
+                          const planner::Graph& chunked_graph,
+                          const planner::ChunkedRegionReport& region,
+                          v1::ChunkedRegion* out) {
+  const planner::Op& forward = chunked_graph.op(region.forward_step);
+  out->set_forward_step_op_id(forward.id);
+  for (planner::OpIndex o : region.forward_ops) {
+    out->add_forward_op_ids(request_graph.op(o).id);
+  }
+  for (planner::OpIndex o : region.backward_ops) {
+    out->add_backward_op_ids(request_graph.op(o).id);
+  }
+  out->set_chunks(region.chunks);
+  out->set_rows(region.rows);
+  out->set_chunk_rows(region.chunk_rows);
+  out->set_inner_bytes(region.inner_bytes);
+  out->set_chunk_workspace_bytes(region.chunk_workspace_bytes);
+  out->set_extra_cost(region.extra_cost);
+  out->set_explanation(region.explanation);
+  for (const std::string& id : TensorIds(chunked_graph, forward.inputs)) {
+    out->add_input_tensor_ids(id);
+  }
+  if (region.backward_step == planner::kNoOp) {
+    for (const std::string& id : TensorIds(chunked_graph, forward.outputs)) {
+      out->add_loss_output_tensor_ids(id);
+    }
+    return;
+  }
+  const planner::Op& backward = chunked_graph.op(region.backward_step);
+  out->set_backward_step_op_id(backward.id);
+  // The backward step reads the loss's gradient, then the gradients, which
+  // close the forward step's outputs.
+  const size_t gradients = backward.inputs.size() - 1;
+  const size_t losses = forward.outputs.size() - gradients;
+  for (const std::string& id : TensorIds(chunked_graph, forward.outputs)) {
+    if (out->loss_output_tensor_ids_size() < static_cast<int>(losses)) {
+      out->add_loss_output_tensor_ids(id);
+    } else {
+      out->add_gradient_tensor_ids(id);
+    }
+  }
+  out->set_loss_gradient_tensor_id(chunked_graph.tensor(backward.inputs[0]).id);
+}
+
+}  // namespace
+
+void FillPlanResponse(const planner::Graph& request_graph,
                       const planner::RecomputePlan& plan,
                       planner::RecomputePolicy policy,
                       v1::GenerateRecomputePlanResponse* response) {
+  // The schedule, stash and regions index the chunked graph when there is
+  // one; its ops and tensors keep the request's ids.
+  const planner::Graph& graph = planner::PlanGraph(request_graph, plan);
+  for (const planner::ChunkedRegionReport& region : plan.chunked_regions) {
+    ChunkedRegionToProto(request_graph, graph, region,
+                         response->add_chunked_regions());
+  }
+  for (const std::string& note : plan.chunking_notes) {
+    response->add_chunking_notes(note);
+  }
   response->set_feasible(plan.feasible);
   response->set_policy(PolicyToProto(policy));
   response->set_baseline_peak_bytes(plan.baseline_peak_bytes);

@@ -18,6 +18,10 @@ absl::StatusOr<planner::RecomputePlanOptions> PlanOptionsFromProto(
 
 v1::RecomputePolicy PolicyToProto(planner::RecomputePolicy policy);
 
+// A request's ChunkingMode: whether AUTO may chunk (INVALID_ARGUMENT for an
+// unknown value). Every planning request's chunking field goes through it.
+absl::StatusOr<bool> ChunkingFromProto(int mode);
+
 // The response's schedule in the IR; INVALID_ARGUMENT naming an op the
 // graph does not have.
 absl::StatusOr<planner::Schedule> ScheduleFromProto(

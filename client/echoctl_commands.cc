@@ -165,6 +165,8 @@ void FillPlanRequest(const EchoctlFlags& flags,
   request->mutable_allocator()->set_rounding_bytes(
       flags.allocator_rounding_bytes);
   request->set_solver_time_limit_seconds(flags.solver_time_limit_seconds);
+  request->set_chunking(flags.chunking == "off" ? v1::CHUNKING_MODE_OFF
+                                                : v1::CHUNKING_MODE_AUTO);
 }
 
 void FillFrontierRequest(const EchoctlFlags& flags,
@@ -278,6 +280,16 @@ int RunPlan(PlannerClient& client, const EchoctlFlags& flags) {
         FirstNames(region.op_names().empty() ? region.op_ids()
                                              : region.op_names()),
         FirstNames(region.source_tensor_ids()));
+  }
+  for (const v1::ChunkedRegion& region : plan.chunked_regions()) {
+    std::cout << absl::StrFormat(
+        "  chunked: %s (%d ops) for %s (%s)\n", region.explanation(),
+        region.forward_op_ids_size() + region.backward_op_ids_size(),
+        FormatCost(region.extra_cost(), plan.cost_unit()),
+        Percent(region.extra_cost(), plan.baseline_compute_cost()));
+  }
+  for (const std::string& note : plan.chunking_notes()) {
+    std::cout << "  not chunked: " << note << "\n";
   }
   if (!plan.message().empty()) std::cout << plan.message() << "\n";
   return 0;

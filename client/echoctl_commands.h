@@ -34,6 +34,9 @@ struct EchoctlFlags {
   std::optional<int64_t> memory_limit_bytes;
   std::optional<double> max_overhead_ratio;
   double solver_time_limit_seconds = 0;
+  // plan, report: whether AUTO may run loss regions in chunks ("auto", the
+  // default, or "off").
+  std::string chunking = "auto";
   int64_t allocator_rounding_bytes = 0;
   int32_t live_tensors = 10;
   bool force = false;

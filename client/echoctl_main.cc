@@ -153,6 +153,12 @@ PlanFlags AddPlanFlags(CLI::App* command, EchoctlFlags& flags,
                    flags.solver_time_limit_seconds,
                    "OPTIMAL's time limit (0: the server's default)")
       ->check(CLI::NonNegativeNumber);
+  command
+      ->add_option("--chunking", flags.chunking,
+                   "auto: AUTO may run a loss and its backward in chunks; "
+                   "off: recompute only")
+      ->check(CLI::IsMember({"auto", "off"}))
+      ->capture_default_str();
   return added;
 }
 

@@ -439,4 +439,40 @@ absl::StatusOr<Graph> GraphBuilder::Build() && {
   return graph;
 }
 
+TensorSpec SpecOf(const Tensor& tensor) {
+  TensorSpec spec;
+  spec.id = tensor.id;
+  spec.name = tensor.name;
+  spec.shape = tensor.shape;
+  spec.dtype = tensor.dtype;
+  spec.size_bytes = tensor.size_bytes;
+  spec.role_set = true;
+  spec.role = tensor.role;
+  spec.is_output = tensor.is_output;
+  spec.batch_dim = tensor.batch_dim;
+  return spec;
+}
+
+OpSpec SpecOf(const Graph& graph, const Op& op) {
+  OpSpec spec;
+  spec.id = op.id;
+  spec.name = op.name;
+  spec.op_type = op.op_type;
+  spec.op_class = op.op_class;
+  spec.phase = op.phase;
+  for (TensorIndex t : op.inputs) spec.input_ids.push_back(graph.tensor(t).id);
+  for (TensorIndex t : op.outputs) {
+    spec.output_ids.push_back(graph.tensor(t).id);
+  }
+  spec.flops = op.flops;
+  spec.measured_time_seconds = op.measured_time_seconds;
+  spec.measured_on = op.measured_on;
+  spec.relative_cost = op.relative_cost;
+  spec.workspace_bytes = op.workspace_bytes;
+  spec.recomputable_set = true;
+  spec.recomputable = op.recomputable;
+  spec.attributes = op.attributes;
+  return spec;
+}
+
 }  // namespace echo::planner

@@ -209,6 +209,11 @@ struct OpSpec {
   std::map<std::string, std::string> attributes;
 };
 
+// The declarations a built tensor or op came from (ids, not indices), for
+// passes that build a new graph from an old one (chunk_rewrite.h).
+TensorSpec SpecOf(const Tensor& tensor);
+OpSpec SpecOf(const Graph& graph, const Op& op);
+
 // Collects specs, then validates and resolves them into a Graph. Errors name
 // the offending op or tensor id.
 class GraphBuilder {

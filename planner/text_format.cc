@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "planner/status_macros.h"
@@ -94,6 +95,17 @@ absl::Status ParseSize(absl::string_view text, int64_t batch_size,
     spec.batch_dim = dim;
     return absl::OkStatus();
   };
+  // "view(f32[4,16])": a view's shape, taking no bytes of its own.
+  if (absl::ConsumePrefix(&text, "view(")) {
+    if (!absl::ConsumeSuffix(&text, ")") || text.find('[') == text.npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("bad view size for tensor '", spec.id,
+                       "': expected view(dtype[shape])"));
+    }
+    RETURN_IF_ERROR(ParseSize(text, batch_size, spec));
+    spec.size_bytes = 0;
+    return absl::OkStatus();
+  }
   const size_t bracket = text.find('[');
   if (bracket == absl::string_view::npos) {
     const bool per_sample = absl::ConsumeSuffix(&text, "*B");
@@ -198,6 +210,17 @@ absl::Status ParseOpOption(absl::string_view word, OpSpec& spec) {
   }
   if (key == "name") {
     spec.name = std::string(value);
+    return absl::OkStatus();
+  }
+  if (key == "args") {
+    // "%,1,False" -> "(('%', 1, False), {})", as the PyTorch hook records
+    // an op's arguments ("%" a tensor).
+    std::vector<std::string> items;
+    for (absl::string_view item : absl::StrSplit(value, ',')) {
+      items.push_back(item == "%" ? "'%'" : std::string(item));
+    }
+    spec.attributes["args"] =
+        absl::StrCat("((", absl::StrJoin(items, ", "), "), {})");
     return absl::OkStatus();
   }
   if (key == kRecomputeOutputsAttribute) {  // validated by Build

@@ -14,14 +14,17 @@
 // embedding), inputs, "->", outputs (an existing id, or id:size to declare
 // an activation), then key=value options: cost (relative), time (seconds),
 // on (where time was measured, e.g. on=h100-80gb), flops, ws (workspace
-// bytes), type (framework op type), name, recompute_outputs (graph.h); and
+// bytes), type (framework op type), name, recompute_outputs (graph.h), args
+// (the op's arguments as the PyTorch hook records them: "args=%,1,False",
+// "%" for each tensor input in order); and
 // the flags
 // norecompute / recompute. Roles: input, parameter, optimizer_state,
 // gradient, activation; "output" after the role marks a graph output.
 // After a "batch <size>" line, a dimension "B" is the batch dimension (at
 // that size), "<k>B" one that folds the batch with other axes (k * size), and a
 // size "<bytes>*B" is a shapeless size of <bytes> per sample, proportional to
-// the batch (graph.h: Tensor::batch_dim).
+// the batch (graph.h: Tensor::batch_dim). A size "view(f32[4,16])" is a
+// view: that shape, no bytes of its own.
 #ifndef ECHO_PLANNER_TEXT_FORMAT_H_
 #define ECHO_PLANNER_TEXT_FORMAT_H_
 

@@ -10,9 +10,10 @@
 #include "adapter/graph_convert.h"
 #include "adapter/plan_convert.h"
 #include "adapter/profile_convert.h"
+#include "planner/cost_model.h"
 #include "planner/memory_simulator.h"
-#include "planner/schedule/fit_check.h"
 #include "planner/recompute/recompute_planner.h"
+#include "planner/schedule/fit_check.h"
 #include "planner/status_macros.h"
 #include "server/call_context.h"
 
@@ -180,6 +181,16 @@ absl::Status PlannerService::DoGenerateRecomputePlan(
   absl::StatusOr<CostedGraph> costed =
       PrepareGraph("GenerateRecomputePlan", ref.graph, &request.device());
   absl::Status planned = costed.status();
+  // The graph the response's schedule names: the chunked one when the plan
+  // runs regions in chunks.
+  std::shared_ptr<const planner::Graph> plan_graph;
+  if (planned.ok()) {
+    plan_graph = costed->graph;
+    if (costed->costs.unit == planner::kSecondsUnit) {
+      options.chunking.launch_cost =
+          planner::CostModelOptions().launch_overhead_seconds;
+    }
+  }
   if (planned.ok() && options.policy == planner::RecomputePolicy::kOptimal) {
     planned = PlanOptimal(request, *costed, options, response);
   } else if (planned.ok()) {
@@ -188,6 +199,7 @@ absl::Status PlannerService::DoGenerateRecomputePlan(
                                        options);
     planned = plan.status();
     if (plan.ok()) {
+      if (plan->chunked_graph != nullptr) plan_graph = plan->chunked_graph;
       adapter::FillPlanResponse(*costed->graph, *plan, options.policy,
                                 response);
     }
@@ -202,15 +214,15 @@ absl::Status PlannerService::DoGenerateRecomputePlan(
   if (request.include_timeline()) {
     // From the response: OPTIMAL's plan comes from its child process.
     ASSIGN_OR_RETURN(const planner::Schedule schedule,
-                     adapter::ScheduleFromProto(*costed->graph, *response));
+                     adapter::ScheduleFromProto(*plan_graph, *response));
     ASSIGN_OR_RETURN(
         const planner::SimulationResult replay,
-        planner::ReplaySchedule(*costed->graph, schedule, options.memory));
-    adapter::FillLiveTensors(*costed->graph, replay.live_at_peak,
+        planner::ReplaySchedule(*plan_graph, schedule, options.memory));
+    adapter::FillLiveTensors(*plan_graph, replay.live_at_peak,
                              MaxLiveTensors(request.max_live_tensors()),
                              response->mutable_live_at_peak());
-    RETURN_IF_ERROR(AddTimeline(request, *costed->graph, schedule,
-                                options.memory, response));
+    RETURN_IF_ERROR(
+        AddTimeline(request, *plan_graph, schedule, options.memory, response));
   }
   if (metrics_ != nullptr) {
     metrics_->RecordPlan(

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -50,6 +51,22 @@ inline constexpr char kRecomputeHintAttribute[] = "recompute_hint";
 // Cooperative cancellation: returns OK while the work may go on.
 using Interrupt = std::function<absl::Status()>;
 
+// Chunked execution (planner/chunk/): AUTO weighs running each loss region
+// in chunks together with its recompute decisions.
+inline constexpr int64_t kDefaultMinChunkRows = 128;
+inline constexpr int32_t kDefaultMaxChunks = 256;
+struct ChunkingOptions {
+  bool enabled = false;
+  // One kernel launch in the costs' unit (each extra chunk launches every
+  // kernel of the region again); negative: unknown, priced at 1% of each
+  // kernel's cost (chunk_rewrite.h).
+  double launch_cost = -1;
+  // Chunks stay at least this many rows (smaller matmuls run slower than
+  // the roofline says), and at most this many chunks.
+  int64_t min_chunk_rows = kDefaultMinChunkRows;
+  int32_t max_chunks = kDefaultMaxChunks;
+};
+
 struct RecomputePlanOptions {
   RecomputePolicy policy = RecomputePolicy::kAuto;
   // Minimize extra cost subject to peak <= limit.
@@ -86,6 +103,8 @@ struct RecomputePlanOptions {
     int64_t max_replayed_steps = 4'000'000;
   };
   PruneOptions prune;
+  // AUTO only; the other policies never chunk.
+  ChunkingOptions chunking;
   // Non-OK once the caller gave up (cancelled, past its deadline): checked
   // between passes and inside AUTO's search, whose work then stops and
   // whose status the plan returns. Empty: never.
@@ -105,6 +124,24 @@ struct RecomputeRegionReport {
   // otherwise or when not measured.
   int64_t peak_rise_if_dropped_bytes = 0;
   double recompute_cost = 0;
+  std::string explanation;
+};
+
+// A region the plan runs in chunks (chunk_rewrite.h).
+struct ChunkedRegionReport {
+  // The region's ops in the request's graph, forward and backward.
+  std::vector<OpIndex> forward_ops;
+  std::vector<OpIndex> backward_ops;
+  // Its steps in RecomputePlan::chunked_graph (backward kNoOp: none).
+  OpIndex forward_step = kNoOp;
+  OpIndex backward_step = kNoOp;
+  int32_t chunks = 0;
+  int64_t rows = 0;
+  int64_t chunk_rows = 0;
+  // Its inner tensors whole, and one chunk's at once.
+  int64_t inner_bytes = 0;
+  int64_t chunk_workspace_bytes = 0;
+  double extra_cost = 0;
   std::string explanation;
 };
 
@@ -135,7 +172,20 @@ struct RecomputePlan {
   // OPTIMAL: the MILP's best bound on the recompute cost.
   double solver_bound_cost = 0;
   std::string message;
+  // Set when the plan runs regions in chunks: the graph its schedule,
+  // stash and regions index (the request's graph with each chunked region
+  // as two steps). Null: the request's graph.
+  std::shared_ptr<const Graph> chunked_graph;
+  std::vector<ChunkedRegionReport> chunked_regions;
+  // Loss regions AUTO could not chunk, and why.
+  std::vector<std::string> chunking_notes;
 };
+
+// The graph a plan's schedule indexes.
+inline const Graph& PlanGraph(const Graph& request_graph,
+                              const RecomputePlan& plan) {
+  return plan.chunked_graph != nullptr ? *plan.chunked_graph : request_graph;
+}
 
 // A fit check (fit_check.h): the device's memory and the overhead budget.
 struct FitOptions {

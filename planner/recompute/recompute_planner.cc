@@ -4,11 +4,17 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "planner/byte_size.h"
+#include "planner/chunk/chunk_region.h"
+#include "planner/chunk/chunk_rewrite.h"
 #include "planner/recompute/plan_report.h"
 #include "planner/recompute/recompute_pass.h"
 #include "planner/recompute/remat_problem.h"
@@ -88,34 +94,85 @@ PassInput MakePassInput(const RematProblem& problem,
   return input;
 }
 
-}  // namespace
-
-absl::Status PrecheckRecomputePlan(const Graph& graph,
-                                   const std::vector<double>& op_costs,
-                                   const RecomputePlanOptions& options) {
-  ASSIGN_OR_RETURN(const RecomputePass* pass,
-                   CheckedPass(graph, op_costs, options));
-  const RematProblem problem(graph, op_costs, options.memory);
-  return pass->Precheck(MakePassInput(problem, options));
+// The plan in one line for people.
+std::string PlanMessage(const Graph& graph, const RecomputePlan& plan_in,
+                        const RecomputePlanOptions& options) {
+  const RecomputePlan* plan = &plan_in;
+  const double reduction =
+      plan->planned_peak_bytes > 0
+          ? static_cast<double>(plan->baseline_peak_bytes) /
+                static_cast<double>(plan->planned_peak_bytes)
+          : 1.0;
+  std::string message = absl::StrFormat(
+      "%s: peak %s -> %s (%.2fx smaller) for %.2f%% extra compute in %d "
+      "recompute region(s)",
+      RecomputePolicyName(options.policy),
+      HumanBytes(plan->baseline_peak_bytes),
+      HumanBytes(plan->planned_peak_bytes), reduction,
+      100 * plan->recompute_overhead_ratio, plan->regions.size());
+  if (options.memory_limit_bytes.has_value()) {
+    absl::StrAppend(&message, plan->feasible ? "; meets" : "; CANNOT meet",
+                    " the memory limit of ",
+                    HumanBytes(*options.memory_limit_bytes));
+  }
+  if (!plan->feasible &&
+      plan->peak_lower_bound_bytes > options.memory_limit_bytes.value_or(0)) {
+    absl::StrAppend(&message, " (no schedule can go below ",
+                    HumanBytes(plan->peak_lower_bound_bytes), ")");
+  }
+  if (options.objective == RecomputeObjective::kStashBytes) {
+    absl::StrAppend(
+        &message, "; stash ",
+        HumanBytes(StashBytes(graph, PlainSchedule(graph), options.memory)),
+        " -> ", HumanBytes(plan->stash_bytes),
+        " (no plan within the budget "
+        "below ",
+        HumanBytes(plan->stash_lower_bound_bytes), ")");
+  }
+  if (options.policy == RecomputePolicy::kOptimal) {
+    absl::StrAppend(&message, "; solver: ", plan->solver_status);
+  }
+  for (const ChunkedRegionReport& region : plan->chunked_regions) {
+    absl::StrAppend(&message, "; ", region.explanation);
+  }
+  return message;
 }
 
-absl::StatusOr<RecomputePlan> GenerateRecomputePlan(
-    const Graph& graph, const std::vector<double>& op_costs,
-    const RecomputePlanOptions& options) {
-  ASSIGN_OR_RETURN(const RecomputePass* pass,
-                   CheckedPass(graph, op_costs, options));
-  const auto start = std::chrono::steady_clock::now();
+// One graph's plan. `budget` carries what chunking changes: the request's
+// baseline (cost and peak) against which a chunked graph's plan is judged,
+// and the chunks' own extra cost, which the recompute budget pays first.
+struct PlanBudget {
+  double baseline_cost = 0;
+  int64_t baseline_peak = 0;
+  double extra_cost = 0;
+};
+
+absl::StatusOr<RecomputePlan> PlanOneGraph(const Graph& graph,
+                                           const std::vector<double>& op_costs,
+                                           const RecomputePlanOptions& options,
+                                           const RecomputePass& pass,
+                                           const PlanBudget& budget) {
   const RematProblem problem(graph, op_costs, options.memory);
-  const int64_t baseline_peak = SimulatePlain(graph, options.memory).peak_bytes;
-  const PassInput input = MakePassInput(problem, options);
-  RETURN_IF_ERROR(pass->Precheck(input));
+  PassInput input = MakePassInput(problem, options);
+  input.cost_budget =
+      std::max(0.0, input.max_overhead_ratio * budget.baseline_cost *
+                            (1 + kBudgetSlack) -
+                        budget.extra_cost);
+  // The passes read the budget as a ratio of this graph's cost too.
+  if (problem.baseline_cost > 0) {
+    input.max_overhead_ratio = std::max(
+        0.0,
+        (input.max_overhead_ratio * budget.baseline_cost - budget.extra_cost) /
+            problem.baseline_cost);
+  }
+  RETURN_IF_ERROR(pass.Precheck(input));
   if (options.interrupted) RETURN_IF_ERROR(options.interrupted());
-  ASSIGN_OR_RETURN(PassOutput output, pass->Run(input));
+  ASSIGN_OR_RETURN(PassOutput output, pass.Run(input));
   if (options.interrupted) RETURN_IF_ERROR(options.interrupted());
 
   absl::StatusOr<RecomputePlan> plan =
-      BuildPlanFromSchedule(graph, op_costs, options.memory, baseline_peak,
-                            std::move(output.schedule));
+      BuildPlanFromSchedule(graph, op_costs, options.memory,
+                            budget.baseline_peak, std::move(output.schedule));
   if (!plan.ok()) {
     return absl::InternalError(absl::StrCat(
         "policy ", RecomputePolicyName(options.policy),
@@ -141,47 +198,161 @@ absl::StatusOr<RecomputePlan> GenerateRecomputePlan(
   }
   plan->solver_status = output.solver_status;
   plan->solver_bound_cost = output.solver_bound_cost;
+  // Judged against the request's graph: the chunks' cost is extra compute.
+  plan->baseline_compute_cost = budget.baseline_cost;
+  plan->recompute_cost += budget.extra_cost;
+  plan->recompute_overhead_ratio =
+      budget.baseline_cost > 0 ? plan->recompute_cost / budget.baseline_cost
+                               : 0;
   plan->feasible = output.limit_reachable &&
                    (!options.memory_limit_bytes.has_value() ||
                     plan->planned_peak_bytes <= *options.memory_limit_bytes);
-  plan->solve_time_seconds =
+  return plan;
+}
+
+// Whether plan `a` beats `b` for the request: with a memory limit, the
+// cheapest that meets it (else the lowest peak); with an overhead budget,
+// the lowest peak within it, then the cheapest.
+bool BetterPlan(const RecomputePlan& a, const RecomputePlan& b,
+                const RecomputePlanOptions& options, double cost_budget) {
+  if (options.memory_limit_bytes.has_value()) {
+    if (a.feasible != b.feasible) return a.feasible;
+    if (a.feasible && a.recompute_cost != b.recompute_cost) {
+      return a.recompute_cost < b.recompute_cost;
+    }
+    if (a.planned_peak_bytes != b.planned_peak_bytes) {
+      return a.planned_peak_bytes < b.planned_peak_bytes;
+    }
+    return a.recompute_cost < b.recompute_cost;
+  }
+  const bool a_within = a.recompute_cost <= cost_budget;
+  const bool b_within = b.recompute_cost <= cost_budget;
+  if (a_within != b_within) return a_within;
+  if (a.planned_peak_bytes != b.planned_peak_bytes) {
+    return a.planned_peak_bytes < b.planned_peak_bytes;
+  }
+  return a.recompute_cost < b.recompute_cost;
+}
+
+// Chunk counts AUTO tries for regions of `rows` rows, ascending.
+std::vector<int32_t> ChunkCounts(int64_t rows, const ChunkingOptions& options) {
+  std::vector<int32_t> counts = {1};
+  for (int32_t k = 2;
+       k <= options.max_chunks && (rows + k - 1) / k >= options.min_chunk_rows;
+       k *= 2) {
+    counts.push_back(k);
+  }
+  return counts;
+}
+
+// The plan of chunked graph `chunked`, told in the request graph's terms.
+void DescribeChunks(const Graph& graph, const ChunkRegionSearch& found,
+                    ChunkedGraph chunked, RecomputePlan& plan) {
+  auto shared = std::make_shared<const Graph>(std::move(chunked.graph));
+  for (size_t r = 0; r < found.regions.size(); ++r) {
+    const ChunkRegion& region = found.regions[r];
+    const ChunkedStep& step = chunked.steps[r];
+    ChunkedRegionReport report;
+    report.forward_ops = region.forward_ops;
+    report.backward_ops = region.backward_ops;
+    report.forward_step = step.forward_op;
+    report.backward_step = step.backward_op;
+    report.chunks = step.chunks;
+    report.rows = region.rows;
+    report.chunk_rows = step.chunk_rows;
+    report.inner_bytes = step.inner_bytes;
+    report.chunk_workspace_bytes = step.chunk_workspace_bytes;
+    report.extra_cost = step.extra_cost;
+    report.explanation = absl::StrFormat(
+        "loss '%s' computed in %d chunk(s) of %d rows, gradients in the "
+        "forward: %s -> %s at its step",
+        OpDisplayName(graph.op(region.loss_op)), step.chunks, step.chunk_rows,
+        HumanBytes(step.inner_bytes), HumanBytes(step.chunk_workspace_bytes));
+    plan.chunked_regions.push_back(std::move(report));
+  }
+  plan.chunked_graph = std::move(shared);
+}
+
+// AUTO with chunking: the unchunked plan, then plans of the graph with its
+// regions in 1, 2, 4, ... chunks while the plan improves (more chunks cost
+// launches and stop paying once the loss no longer sets the peak).
+absl::StatusOr<RecomputePlan> PlanWithChunks(
+    const Graph& graph, const std::vector<double>& op_costs,
+    const RecomputePlanOptions& options, const RecomputePass& pass,
+    const PlanBudget& budget, const ChunkRegionSearch& found) {
+  ASSIGN_OR_RETURN(RecomputePlan best,
+                   PlanOneGraph(graph, op_costs, options, pass, budget));
+  const double cost_budget =
+      options.max_overhead_ratio.value_or(kDefaultMaxOverheadRatio) *
+      budget.baseline_cost * (1 + kBudgetSlack);
+  int64_t rows = 0;
+  for (const ChunkRegion& region : found.regions) {
+    rows = std::max(rows, region.rows);
+  }
+  int64_t lower_bound = best.peak_lower_bound_bytes;
+  std::optional<RecomputePlan> previous;
+  for (int32_t chunks : ChunkCounts(rows, options.chunking)) {
+    ASSIGN_OR_RETURN(ChunkedGraph chunked,
+                     ChunkGraph(graph, op_costs, found.regions, chunks,
+                                options.memory, options.chunking.launch_cost));
+    PlanBudget chunked_budget = budget;
+    chunked_budget.extra_cost = chunked.extra_cost;
+    ASSIGN_OR_RETURN(RecomputePlan plan,
+                     PlanOneGraph(chunked.graph, chunked.op_costs, options,
+                                  pass, chunked_budget));
+    lower_bound = std::min(lower_bound, plan.peak_lower_bound_bytes);
+    const bool improved = !previous.has_value() ||
+                          BetterPlan(plan, *previous, options, cost_budget);
+    if (BetterPlan(plan, best, options, cost_budget)) {
+      DescribeChunks(graph, found, std::move(chunked), plan);
+      best = plan;
+    }
+    if (!improved) break;
+    previous = std::move(plan);
+  }
+  best.peak_lower_bound_bytes = lower_bound;
+  best.chunking_notes = found.rejected;
+  return best;
+}
+
+}  // namespace
+
+absl::Status PrecheckRecomputePlan(const Graph& graph,
+                                   const std::vector<double>& op_costs,
+                                   const RecomputePlanOptions& options) {
+  ASSIGN_OR_RETURN(const RecomputePass* pass,
+                   CheckedPass(graph, op_costs, options));
+  const RematProblem problem(graph, op_costs, options.memory);
+  return pass->Precheck(MakePassInput(problem, options));
+}
+
+absl::StatusOr<RecomputePlan> GenerateRecomputePlan(
+    const Graph& graph, const std::vector<double>& op_costs,
+    const RecomputePlanOptions& options) {
+  ASSIGN_OR_RETURN(const RecomputePass* pass,
+                   CheckedPass(graph, op_costs, options));
+  const auto start = std::chrono::steady_clock::now();
+  PlanBudget budget;
+  budget.baseline_cost = 0;
+  for (double cost : op_costs) budget.baseline_cost += cost;
+  budget.baseline_peak = SimulatePlain(graph, options.memory).peak_bytes;
+  const bool chunking = options.chunking.enabled &&
+                        options.policy == RecomputePolicy::kAuto &&
+                        options.objective == RecomputeObjective::kPeakBytes;
+  const ChunkRegionSearch found =
+      chunking ? FindChunkRegions(graph) : ChunkRegionSearch{};
+  absl::StatusOr<RecomputePlan> planned =
+      found.regions.empty()
+          ? PlanOneGraph(graph, op_costs, options, *pass, budget)
+          : PlanWithChunks(graph, op_costs, options, *pass, budget, found);
+  if (!planned.ok()) return planned.status();
+  RecomputePlan& plan = *planned;
+  if (chunking) plan.chunking_notes = found.rejected;
+  plan.solve_time_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
-  const double reduction =
-      plan->planned_peak_bytes > 0
-          ? static_cast<double>(plan->baseline_peak_bytes) /
-                static_cast<double>(plan->planned_peak_bytes)
-          : 1.0;
-  plan->message = absl::StrFormat(
-      "%s: peak %s -> %s (%.2fx smaller) for %.2f%% extra compute in %d "
-      "recompute region(s)",
-      RecomputePolicyName(options.policy),
-      HumanBytes(plan->baseline_peak_bytes),
-      HumanBytes(plan->planned_peak_bytes), reduction,
-      100 * plan->recompute_overhead_ratio, plan->regions.size());
-  if (options.memory_limit_bytes.has_value()) {
-    absl::StrAppend(
-        &plan->message, plan->feasible ? "; meets" : "; CANNOT meet",
-        " the memory limit of ", HumanBytes(*options.memory_limit_bytes));
-  }
-  if (!plan->feasible &&
-      plan->peak_lower_bound_bytes > options.memory_limit_bytes.value_or(0)) {
-    absl::StrAppend(&plan->message, " (no schedule can go below ",
-                    HumanBytes(plan->peak_lower_bound_bytes), ")");
-  }
-  if (options.objective == RecomputeObjective::kStashBytes) {
-    absl::StrAppend(
-        &plan->message, "; stash ",
-        HumanBytes(StashBytes(graph, PlainSchedule(graph), options.memory)),
-        " -> ", HumanBytes(plan->stash_bytes),
-        " (no plan within the budget "
-        "below ",
-        HumanBytes(plan->stash_lower_bound_bytes), ")");
-  }
-  if (options.policy == RecomputePolicy::kOptimal) {
-    absl::StrAppend(&plan->message, "; solver: ", output.solver_status);
-  }
-  return plan;
+  plan.message = PlanMessage(graph, plan, options);
+  return planned;
 }
 
 }  // namespace echo::planner

@@ -204,6 +204,46 @@ TEST_F(ServerTest, EveryPolicyServesAReplayablePlan) {
   EXPECT_THAT(metrics, HasSubstr("echo_bytes_saved_total{policy=\"auto\"}"));
 }
 
+// A captured GPT's loss and its backward, chunked only when the client asks
+// (an older client never gets steps it cannot run), and a timeline that
+// replays the chunked schedule to the peak the plan claims.
+TEST_F(ServerTest, ChunkedLossOnlyWhenAskedAndItsScheduleReplays) {
+  v1::GenerateRecomputePlanRequest request;
+  *request.mutable_graph() = testing::ValueOrFail(adapter::LoadGraphFile(
+      std::string(ECHO_TEST_DATA_DIR) + "/graphs/gpt.pb"));
+  request.mutable_device()->set_name("h100-80gb");
+  request.set_max_overhead_ratio(0.2);
+  auto unasked = client_->GenerateRecomputePlan(request);
+  ASSERT_TRUE(unasked.ok()) << unasked.status();
+  EXPECT_EQ(unasked->chunked_regions_size(), 0);
+  request.set_chunking(v1::CHUNKING_MODE_AUTO);
+  request.set_include_timeline(true);
+  auto plan = client_->GenerateRecomputePlan(request);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->chunked_regions_size(), 1);
+  const v1::ChunkedRegion& region = plan->chunked_regions(0);
+  EXPECT_LT(plan->planned_peak_bytes(), unasked->planned_peak_bytes());
+  EXPECT_LE(plan->recompute_overhead_ratio(), 0.2);
+  EXPECT_GE(region.chunks(), 2);
+  EXPECT_THAT(region.forward_op_ids(), ::testing::Contains("nll_loss_forward"));
+  EXPECT_THAT(region.backward_op_ids(),
+              ::testing::Contains("nll_loss_backward"));
+  EXPECT_EQ(region.loss_gradient_tensor_id(), "tangents_1");
+  EXPECT_FALSE(region.gradient_tensor_ids().empty());
+  std::vector<std::string> ids;
+  for (const v1::Execution& e : plan->schedule()) ids.push_back(e.op_id());
+  EXPECT_THAT(ids, ::testing::Contains(region.forward_step_op_id()));
+  EXPECT_THAT(ids, ::testing::Contains(region.backward_step_op_id()));
+  EXPECT_THAT(ids, ::testing::Not(::testing::Contains("nll_loss_forward")));
+  EXPECT_EQ(plan->timeline().peak_bytes(), plan->planned_peak_bytes());
+  EXPECT_THAT(plan->message(), HasSubstr("chunk(s) of"));
+  request.set_chunking(static_cast<v1::ChunkingMode>(7));
+  auto bad = client_->GenerateRecomputePlan(request);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad.status().message()),
+              HasSubstr("unknown chunking mode 7"));
+}
+
 TEST_F(ServerTest, MemoryLimitBelowLowerBoundIsAnAnswerNotAnError) {
   v1::GenerateRecomputePlanRequest request;
   *request.mutable_graph() = Vgg16Request().graph();

@@ -1,0 +1,77 @@
+// Row-independent regions a plan may run in chunks (docs/design.md, "Plan
+// actions"): a loss over rows and its backward, where row i of every tensor
+// inside depends only on row i of the region's inputs, so the region can run
+// on row slices one after another and only a slice of each inner tensor is
+// alive at a time.
+//
+// What is proven, from op semantics and shapes (never from names):
+//  - the region ends in aten::nll_loss_forward over [N, C] log-probabilities
+//    with reduction mean or sum (a scalar loss; per-row losses are left
+//    alone);
+//  - above it, a chain of row-wise forward ops: views that keep the rows
+//    leading, elementwise ops whose other operands are row-aligned or
+//    broadcast over the rows, (log-)softmax over a non-row axis, and at most
+//    one matmul of the rows with a whole operand (the output projection);
+//  - its backward: the ops that read those tensors, closed over row-wise
+//    readers, ending where gradients leave: a matmul with a whole operand
+//    (rows out), a matmul of the transposed rows with row-aligned rows or a
+//    sum over the rows (whole out, summed over chunks), or any other reader
+//    (rows out, written slice by slice);
+//  - no tensor inside is read outside the region or is a graph output, and
+//    the backward needs nothing from the backward pass but the loss's scalar
+//    gradient and views of tensors alive at the loss.
+// Because the loss is a scalar, every gradient of the region is its
+// gradient at 1 times the loss's gradient: the region's forward step can
+// compute them (each chunk adds its share), and its backward step scales
+// them (the Liger Kernel's fused linear cross-entropy, found on any graph).
+#ifndef ECHO_PLANNER_CHUNK_CHUNK_REGION_H_
+#define ECHO_PLANNER_CHUNK_CHUNK_REGION_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "planner/graph.h"
+
+namespace echo::planner {
+
+struct ChunkRegion {
+  // The region's ops in graph order, forward and backward.
+  std::vector<OpIndex> forward_ops;
+  std::vector<OpIndex> backward_ops;
+  // The nll_loss_forward op.
+  OpIndex loss_op = kNoOp;
+  // Rows (N): the leading extent every inner tensor is split along.
+  int64_t rows = 0;
+  // Tensors produced and read only inside the region: never whole when it
+  // runs in chunks.
+  std::vector<TensorIndex> inner;
+  // Read by the region, produced outside it (the loss's gradient excluded).
+  std::vector<TensorIndex> inputs;
+  // The loss's gradient: the backward step's scale.
+  TensorIndex loss_gradient = -1;
+  // The loss op's outputs that are read outside the region or are outputs.
+  std::vector<TensorIndex> loss_outputs;
+  // Backward tensors read outside the region: what the region hands on.
+  std::vector<TensorIndex> gradients;
+  // Allocated bytes of `inner`, summed: what the unchunked region makes.
+  int64_t inner_bytes = 0;
+};
+
+struct ChunkRegionSearch {
+  std::vector<ChunkRegion> regions;
+  // Per loss op left alone, why (naming it), for reports.
+  std::vector<std::string> rejected;
+};
+
+// Every chunkable region of the graph; regions are disjoint.
+ChunkRegionSearch FindChunkRegions(const Graph& graph);
+
+// The op's arguments as the PyTorch hook records them (attribute "args",
+// e.g. "(('%', 1, False), {})"): the top-level items of the positional
+// tuple, "%" for a tensor. Empty when the op has no such attribute.
+std::vector<std::string> PositionalArgs(const Op& op);
+
+}  // namespace echo::planner
+
+#endif  // ECHO_PLANNER_CHUNK_CHUNK_REGION_H_

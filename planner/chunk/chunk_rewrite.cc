@@ -1,0 +1,256 @@
+#include "planner/chunk/chunk_rewrite.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "planner/chunk/row_layout.h"
+#include "planner/status_macros.h"
+
+namespace echo::planner {
+namespace {
+
+// A fresh op or tensor id: `base`, or base#2, base#3, ...
+template <typename Exists>
+std::string FreshId(const std::string& base, const Exists& exists) {
+  std::string id = base;
+  for (int i = 2; exists(id); ++i) id = absl::StrCat(base, "#", i);
+  return id;
+}
+
+// The size of one chunk's slice of an inner tensor.
+int64_t ChunkBytes(const RowLayout& layout, const Tensor& tensor, TensorIndex t,
+                   int64_t chunk_rows) {
+  if (layout.Prefix(t) == 0 && !layout.RowsLast(t)) return tensor.size_bytes;
+  const int64_t rows = layout.rows();
+  // size * chunk_rows / rows, rounded up, without overflow.
+  return tensor.size_bytes / rows * chunk_rows +
+         (tensor.size_bytes % rows * chunk_rows + rows - 1) / rows;
+}
+
+double RegionCost(const ChunkRegion& region,
+                  const std::vector<double>& op_costs, int32_t* kernels) {
+  double cost = 0;
+  *kernels = 0;
+  for (const std::vector<OpIndex>* ops :
+       {&region.forward_ops, &region.backward_ops}) {
+    for (OpIndex o : *ops) {
+      cost += op_costs[o];
+      if (op_costs[o] > 0) ++*kernels;
+    }
+  }
+  return cost;
+}
+
+double SummedFlops(const Graph& graph, const ChunkRegion& region) {
+  double flops = 0;
+  for (const std::vector<OpIndex>* ops :
+       {&region.forward_ops, &region.backward_ops}) {
+    for (OpIndex o : *ops) {
+      if (graph.op(o).flops < 0) return -1;
+      flops += graph.op(o).flops;
+    }
+  }
+  return flops;
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> ChunkWorkspaceBytes(const Graph& graph,
+                                            const ChunkRegion& region,
+                                            int64_t chunk_rows,
+                                            const MemoryModelOptions& memory) {
+  const RowLayout layout(graph, region.rows);
+  const std::set<TensorIndex> inner(region.inner.begin(), region.inner.end());
+  GraphBuilder chunk(absl::StrCat(graph.name(), ".chunk"));
+  std::set<TensorIndex> declared, made;
+  for (const std::vector<OpIndex>* ops :
+       {&region.forward_ops, &region.backward_ops}) {
+    for (OpIndex o : *ops) {
+      made.insert(graph.op(o).outputs.begin(), graph.op(o).outputs.end());
+    }
+  }
+  auto declare = [&](TensorIndex t) {
+    if (!declared.insert(t).second) return;
+    const Tensor& tensor = graph.tensor(t);
+    TensorSpec spec;
+    spec.id = tensor.id;
+    spec.role_set = true;
+    spec.role = TensorRole::kActivation;
+    // Inputs are slices or wholes of live tensors, the loss outputs and
+    // gradients the step's own outputs: only inner tensors take bytes here.
+    spec.size_bytes =
+        inner.count(t) ? ChunkBytes(layout, tensor, t, chunk_rows) : 0;
+    if (!made.count(t)) spec.role = TensorRole::kInput;
+    chunk.AddTensor(std::move(spec));
+  };
+  for (const std::vector<OpIndex>* ops :
+       {&region.forward_ops, &region.backward_ops}) {
+    for (OpIndex o : *ops) {
+      const Op& op = graph.op(o);
+      OpSpec spec;
+      spec.id = op.id;
+      spec.op_class = op.op_class;
+      spec.workspace_bytes = op.workspace_bytes / region.rows * chunk_rows;
+      for (TensorIndex t : op.inputs) {
+        declare(t);
+        spec.input_ids.push_back(graph.tensor(t).id);
+      }
+      for (TensorIndex t : op.outputs) {
+        declare(t);
+        spec.output_ids.push_back(graph.tensor(t).id);
+      }
+      chunk.AddOp(std::move(spec));
+    }
+  }
+  absl::StatusOr<Graph> built = std::move(chunk).Build();
+  if (!built.ok()) {
+    return absl::InternalError(
+        absl::StrCat("the chunk of region at '", graph.op(region.loss_op).id,
+                     "' is not a graph: ", built.status().message()));
+  }
+  return SimulatePlain(*built, memory).peak_bytes;
+}
+
+absl::StatusOr<ChunkedGraph> ChunkGraph(const Graph& graph,
+                                        const std::vector<double>& op_costs,
+                                        const std::vector<ChunkRegion>& regions,
+                                        int32_t chunks,
+                                        const MemoryModelOptions& memory,
+                                        double launch_cost) {
+  if (chunks < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chunks must be positive, got ", chunks));
+  }
+  GraphBuilder builder(graph.name());
+  builder.SetBatchSize(graph.batch_size());
+  for (const auto& [key, value] : graph.metadata()) {
+    builder.SetMetadata(key, value);
+  }
+  auto op_exists = [&graph](const std::string& id) {
+    return graph.FindOp(id) >= 0;
+  };
+  auto tensor_exists = [&graph](const std::string& id) {
+    return graph.FindTensor(id) >= 0;
+  };
+  std::set<TensorIndex> dropped;
+  std::set<OpIndex> removed;
+  std::map<OpIndex, int32_t> forward_at, backward_at;
+  ChunkedGraph result;
+  std::vector<OpSpec> forward_steps, backward_steps;
+  std::vector<double> forward_costs, backward_costs;
+  for (int32_t r = 0; r < static_cast<int32_t>(regions.size()); ++r) {
+    const ChunkRegion& region = regions[r];
+    ChunkedStep step;
+    step.chunks = static_cast<int32_t>(std::min<int64_t>(chunks, region.rows));
+    step.chunk_rows = (region.rows + step.chunks - 1) / step.chunks;
+    ASSIGN_OR_RETURN(
+        step.chunk_workspace_bytes,
+        ChunkWorkspaceBytes(graph, region, step.chunk_rows, memory));
+    for (TensorIndex t : region.inner) {
+      dropped.insert(t);
+      step.inner_bytes += AllocatedBytes(graph.tensor(t).size_bytes, memory);
+    }
+    for (const std::vector<OpIndex>* ops :
+         {&region.forward_ops, &region.backward_ops}) {
+      removed.insert(ops->begin(), ops->end());
+    }
+    int32_t kernels = 0;
+    const double cost = RegionCost(region, op_costs, &kernels);
+    const double per_launch =
+        launch_cost >= 0 ? launch_cost
+                         : kUnknownLaunchShare * cost / std::max(kernels, 1);
+    step.extra_cost = (step.chunks - 1) * per_launch * kernels;
+
+    const std::string name =
+        absl::StrCat("chunked_", graph.op(region.loss_op).id);
+    OpSpec forward;
+    forward.id = FreshId(name + ".forward", op_exists);
+    forward.name = forward.id;
+    forward.op_type = kChunkedForwardOpType;
+    forward.op_class = OpClass::kOther;
+    forward.phase = Phase::kForward;
+    forward.recomputable_set = true;
+    forward.recomputable = false;
+    forward.workspace_bytes = step.chunk_workspace_bytes;
+    forward.flops = SummedFlops(graph, region);
+    forward.attributes[kChunkedRegionAttribute] = absl::StrCat(r);
+    forward.attributes["chunks"] = absl::StrCat(step.chunks);
+    forward.attributes["chunk_rows"] = absl::StrCat(step.chunk_rows);
+    for (TensorIndex t : region.inputs) {
+      forward.input_ids.push_back(graph.tensor(t).id);
+    }
+    for (TensorIndex t : region.loss_outputs) {
+      forward.output_ids.push_back(graph.tensor(t).id);
+    }
+    // The forward step makes the gradients at the loss's gradient 1; the
+    // backward step scales them in place (a zero-byte token says it ran).
+    for (TensorIndex g : region.gradients) {
+      forward.output_ids.push_back(graph.tensor(g).id);
+    }
+    double scale_cost = 0;
+    OpSpec backward;
+    if (!region.backward_ops.empty()) {
+      backward.id = FreshId(name + ".backward", op_exists);
+      backward.name = backward.id;
+      backward.op_type = kChunkedBackwardOpType;
+      backward.op_class = OpClass::kElementwise;
+      backward.phase = Phase::kBackward;
+      backward.recomputable_set = true;
+      backward.recomputable = false;
+      backward.attributes[kChunkedRegionAttribute] = absl::StrCat(r);
+      backward.input_ids.push_back(graph.tensor(region.loss_gradient).id);
+      for (TensorIndex g : region.gradients) {
+        backward.input_ids.push_back(graph.tensor(g).id);
+      }
+      TensorSpec token;
+      token.id = FreshId(backward.id + kScaledSuffix, tensor_exists);
+      token.size_bytes = 0;
+      backward.output_ids.push_back(token.id);
+      builder.AddTensor(std::move(token));
+      scale_cost =
+          (launch_cost >= 0 ? launch_cost : 0) * region.gradients.size();
+      step.extra_cost += scale_cost;
+      backward_at[region.backward_ops.front()] = r;
+    }
+    backward_steps.push_back(std::move(backward));
+    backward_costs.push_back(scale_cost);
+    forward_at[region.forward_ops.back()] = r;
+    forward_steps.push_back(std::move(forward));
+    forward_costs.push_back(cost + step.extra_cost - scale_cost);
+    result.extra_cost += step.extra_cost;
+    result.steps.push_back(step);
+  }
+  for (TensorIndex t = 0; t < graph.num_tensors(); ++t) {
+    if (!dropped.count(t)) builder.AddTensor(SpecOf(graph.tensor(t)));
+  }
+  for (OpIndex o = 0; o < graph.num_ops(); ++o) {
+    if (auto it = forward_at.find(o); it != forward_at.end()) {
+      result.steps[it->second].forward_op =
+          static_cast<OpIndex>(result.op_costs.size());
+      builder.AddOp(forward_steps[it->second]);
+      result.op_costs.push_back(forward_costs[it->second]);
+    }
+    if (auto it = backward_at.find(o); it != backward_at.end()) {
+      result.steps[it->second].backward_op =
+          static_cast<OpIndex>(result.op_costs.size());
+      builder.AddOp(backward_steps[it->second]);
+      result.op_costs.push_back(backward_costs[it->second]);
+    }
+    if (removed.count(o)) continue;
+    builder.AddOp(SpecOf(graph, graph.op(o)));
+    result.op_costs.push_back(op_costs[o]);
+  }
+  absl::StatusOr<Graph> built = std::move(builder).Build();
+  if (!built.ok()) {
+    return absl::InternalError(absl::StrCat(
+        "the chunked graph is not a graph: ", built.status().message()));
+  }
+  result.graph = *std::move(built);
+  return result;
+}
+
+}  // namespace echo::planner

@@ -1,0 +1,43 @@
+// How a tensor lays out the rows of a chunkable region (chunk_region.h):
+// rows first (its leading axes multiply to the row count, so a row slice is
+// a contiguous leading slice), rows last (a transposed [X, rows] matrix), or
+// whole (no axis follows the rows: parameters and views of them).
+#ifndef ECHO_PLANNER_CHUNK_ROW_LAYOUT_H_
+#define ECHO_PLANNER_CHUNK_ROW_LAYOUT_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "planner/graph.h"
+
+namespace echo::planner {
+
+class RowLayout {
+ public:
+  RowLayout(const Graph& graph, int64_t rows) : graph_(graph), rows_(rows) {}
+
+  int64_t rows() const { return rows_; }
+  // The number of leading axes that multiply to the rows; 0 when none do.
+  int32_t Prefix(TensorIndex t) const;
+  // Elements per row of a rows-first tensor.
+  int64_t ElementsPerRow(TensorIndex t) const;
+  bool RowsFirst2D(TensorIndex t) const;
+  bool RowsLast(TensorIndex t) const;
+  // Depends on no row: a parameter, or a zero-byte view of whole tensors.
+  bool IsWhole(TensorIndex t) const;
+  // `in` broadcasts over the row axes of rows-first `out` (right-aligned,
+  // each of its axes that falls on a row axis is 1).
+  bool BroadcastsOverRows(TensorIndex in, TensorIndex out) const;
+  // The op's tensor arguments in order (the first inputs, one per "%" in
+  // its "args" attribute; the inputs after them are view bases). Empty
+  // when the op has no such attribute: its semantics are then unknown.
+  std::vector<TensorIndex> TensorArgs(const Op& op) const;
+
+ private:
+  const Graph& graph_;
+  int64_t rows_;
+};
+
+}  // namespace echo::planner
+
+#endif  // ECHO_PLANNER_CHUNK_ROW_LAYOUT_H_

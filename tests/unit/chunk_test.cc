@@ -1,0 +1,212 @@
+// Chunked execution of row-independent regions (planner/chunk/): which loss
+// regions are found, the chunked graph's exact peaks, and AUTO's choice.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "planner/chunk/chunk_region.h"
+#include "planner/chunk/chunk_rewrite.h"
+#include "planner/memory_simulator.h"
+#include "planner/recompute/recompute_planner.h"
+#include "test_util.h"
+
+namespace echo::planner {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+// A language model's output projection, log-softmax and NLL loss and their
+// backward, as the PyTorch hook captures them (8 rows, 4 features, 16
+// classes), between a layer before and its backward.
+constexpr char kLmHead[] = R"(
+graph lm_head
+tensor x f32[8,4] input
+tensor w f32[16,4] parameter
+tensor tgt i64[8] input
+tensor g f32[] input
+op ln fwd elementwise x -> h:f32[8,4] cost=1
+op t1 fwd data_movement w -> wt:view(f32[4,16]) type=aten::t args=% cost=0
+op mm fwd gemm h wt w -> logits:f32[8,16] type=aten::mm args=%,% cost=8
+op lsm fwd softmax logits -> lp:f32[8,16] type=aten::_log_softmax args=%,1,False cost=1
+op nll fwd reduction lp tgt -> loss:f32[] tw:f32[] type=aten::nll_loss_forward args=%,%,None,1,-100 cost=1
+op nllb bwd reduction g lp tgt tw -> gl:f32[8,16] type=aten::nll_loss_backward args=%,%,%,None,1,-100,% cost=1
+op lsmb bwd softmax gl lp -> glog:f32[8,16] type=aten::_log_softmax_backward_data args=%,%,1,torch.float32 cost=1
+op tg bwd data_movement glog -> glt:view(f32[16,8]) type=aten::t args=% cost=0
+op mmw bwd gemm glt h -> gw:f32[16,4] type=aten::mm args=%,% cost=8
+op t2 bwd data_movement wt -> wtt:view(f32[16,4]) type=aten::t args=% cost=0
+op mmh bwd gemm glog wtt -> gh:f32[8,4] type=aten::mm args=%,% cost=8
+op lnb bwd elementwise gh x -> gx:f32[8,4] cost=1
+output loss gw gx
+)";
+
+std::vector<std::string> OpIds(const Graph& graph,
+                               const std::vector<OpIndex>& ops) {
+  std::vector<std::string> ids;
+  for (OpIndex o : ops) ids.push_back(graph.op(o).id);
+  return ids;
+}
+
+std::vector<std::string> TensorIds(const Graph& graph,
+                                   const std::vector<TensorIndex>& tensors) {
+  std::vector<std::string> ids;
+  for (TensorIndex t : tensors) ids.push_back(graph.tensor(t).id);
+  return ids;
+}
+
+TEST(ChunkRegionTest, FindsTheLossAndItsBackward) {
+  const Graph graph = testing::ParseOrFail(kLmHead);
+  const ChunkRegionSearch found = FindChunkRegions(graph);
+  ASSERT_EQ(found.regions.size(), 1u)
+      << ::testing::PrintToString(found.rejected);
+  const ChunkRegion& region = found.regions[0];
+  EXPECT_EQ(region.rows, 8);
+  EXPECT_THAT(OpIds(graph, region.forward_ops),
+              ElementsAre("mm", "lsm", "nll"));
+  // t2 is a view of the projection made in the backward: it joins.
+  EXPECT_THAT(OpIds(graph, region.backward_ops),
+              ElementsAre("nllb", "lsmb", "tg", "mmw", "t2", "mmh"));
+  EXPECT_THAT(TensorIds(graph, region.gradients), ElementsAre("gw", "gh"));
+  EXPECT_THAT(TensorIds(graph, region.loss_outputs), ElementsAre("loss"));
+  EXPECT_EQ(graph.tensor(region.loss_gradient).id, "g");
+  EXPECT_THAT(TensorIds(graph, region.inputs),
+              ::testing::UnorderedElementsAre("h", "wt", "w", "tgt"));
+  // logits, lp, gl, glog (512 each) and tw (4); the views take nothing.
+  EXPECT_EQ(region.inner_bytes, 4 * 512 + 4);
+}
+
+TEST(ChunkRegionTest, OneChunkHoldsItsShareOfTheInnerTensors) {
+  const Graph graph = testing::ParseOrFail(kLmHead);
+  const ChunkRegion region = FindChunkRegions(graph).regions.at(0);
+  // The most at once is lp, gl and glog while the log-softmax's backward
+  // runs: 3 x 512 bytes whole, 3 x 256 in halves, 3 x 64 per row.
+  EXPECT_EQ(*ChunkWorkspaceBytes(graph, region, 8, {}), 1536);
+  EXPECT_EQ(*ChunkWorkspaceBytes(graph, region, 4, {}), 768);
+  EXPECT_EQ(*ChunkWorkspaceBytes(graph, region, 1, {}), 192);
+}
+
+TEST(ChunkRewriteTest, ChunkedGraphPeaksExactly) {
+  const Graph graph = testing::ParseOrFail(kLmHead);
+  // Plain: w, x, tgt, g, h, lp, gl and the new glog at the log-softmax's
+  // backward: 256 + 128 + 64 + 4 + 128 + 512 + 512 + 4 (loss) + 512 - 68
+  // freed after the NLL's backward (tgt, g) = 2052.
+  EXPECT_EQ(SimulatePlain(graph).peak_bytes, 2052);
+  const ChunkRegionSearch found = FindChunkRegions(graph);
+  const std::vector<double> costs = testing::RelativeCosts(graph);
+  // Forward step: 580 live (w, x, tgt, g, h) + loss 4 + gw (256) and gh
+  // (128) at the loss's gradient 1 + one chunk's workspace.
+  for (const auto& [chunks, peak] :
+       std::vector<std::pair<int32_t, int64_t>>{{2, 1736}, {4, 1352}}) {
+    ASSERT_OK_AND_ASSIGN(ChunkedGraph chunked,
+                         ChunkGraph(graph, costs, found.regions, chunks, {},
+                                    /*launch_cost=*/0.5));
+    const SimulationResult plain = SimulatePlain(chunked.graph);
+    EXPECT_EQ(plain.peak_bytes, peak) << chunks << " chunks";
+    EXPECT_EQ(chunked.graph.op(plain.peak_op).op_type, kChunkedForwardOpType);
+    // 7 of the region's 9 ops run kernels; each extra chunk launches them
+    // again, and the backward step scales 2 gradients.
+    EXPECT_DOUBLE_EQ(chunked.extra_cost, (chunks - 1) * 7 * 0.5 + 2 * 0.5);
+  }
+  ASSERT_OK_AND_ASSIGN(ChunkedGraph rows,
+                       ChunkGraph(graph, costs, found.regions, 8, {}, 0));
+  EXPECT_THAT(OpIds(rows.graph, PlainSchedule(rows.graph).empty()
+                                    ? std::vector<OpIndex>{}
+                                    : std::vector<OpIndex>{0, 1, 2, 3, 4}),
+              ElementsAre("ln", "t1", "chunked_nll.forward",
+                          "chunked_nll.backward", "lnb"));
+  // One row at a time: the forward step holds 580 + 388 + 192; the
+  // backward step scales gw and gh in place (w, x, g, gw, gh, loss: 776).
+  const SimulationResult by_rows = SimulatePlain(rows.graph);
+  EXPECT_EQ(by_rows.peak_bytes, 1160);
+  EXPECT_EQ(by_rows.step_bytes[3], 776);
+  // Costs move with their ops: the region's 30 stay 30 at no launch cost.
+  double total = 0;
+  for (double c : rows.op_costs) total += c;
+  EXPECT_DOUBLE_EQ(total, 30);
+}
+
+TEST(ChunkRegionTest, LeavesAlonePerRowLossesAndUnknownArguments) {
+  std::string none = kLmHead;
+  none.replace(none.find("None,1,-100 cost=1"), 18, "None,0,-100 cost=1");
+  EXPECT_THAT(FindChunkRegions(testing::ParseOrFail(none)).regions, IsEmpty());
+  std::string bare = kLmHead;
+  bare.replace(bare.find(" args=%,%,None,1,-100 "), 22, " ");
+  const ChunkRegionSearch found = FindChunkRegions(testing::ParseOrFail(bare));
+  EXPECT_THAT(found.regions, IsEmpty());
+  ASSERT_EQ(found.rejected.size(), 1u);
+  EXPECT_THAT(found.rejected[0], HasSubstr("reduction is not mean or sum"));
+}
+
+TEST(ChunkRegionTest, ReturnedLogitsLeaveTheProjectionOut) {
+  // The logits are also a graph output: the region starts below them.
+  std::string returned = kLmHead;
+  returned.replace(returned.find("output loss gw gx"), 17,
+                   "output loss gw gx logits");
+  const Graph graph = testing::ParseOrFail(returned);
+  const ChunkRegionSearch found = FindChunkRegions(graph);
+  ASSERT_EQ(found.regions.size(), 1u);
+  EXPECT_THAT(OpIds(graph, found.regions[0].forward_ops),
+              ElementsAre("lsm", "nll"));
+  // The backward's matmuls need the logits' gradient, not the logits:
+  // they stay, and the logits are read a slice at a time.
+  EXPECT_THAT(TensorIds(graph, found.regions[0].gradients),
+              ElementsAre("gw", "gh"));
+  EXPECT_THAT(TensorIds(graph, found.regions[0].inputs),
+              ::testing::Contains("logits"));
+}
+
+TEST(ChunkPlanTest, AutoChunksWhenItLowersThePeakWithinTheBudget) {
+  const Graph graph = testing::ParseOrFail(kLmHead);
+  const std::vector<double> costs = testing::RelativeCosts(graph);
+  RecomputePlanOptions options;
+  ASSERT_OK_AND_ASSIGN(RecomputePlan plain,
+                       GenerateRecomputePlan(graph, costs, options));
+  EXPECT_EQ(plain.chunked_graph, nullptr);
+  options.chunking.enabled = true;
+  options.chunking.min_chunk_rows = 1;
+  options.chunking.launch_cost = 0;
+  ASSERT_OK_AND_ASSIGN(RecomputePlan chunked,
+                       GenerateRecomputePlan(graph, costs, options));
+  ASSERT_NE(chunked.chunked_graph, nullptr);
+  ASSERT_EQ(chunked.chunked_regions.size(), 1u);
+  EXPECT_EQ(chunked.chunked_regions[0].chunks, 8);
+  EXPECT_EQ(chunked.planned_peak_bytes, 1160);
+  EXPECT_EQ(chunked.baseline_peak_bytes, 2052);
+  EXPECT_LT(chunked.planned_peak_bytes, plain.planned_peak_bytes);
+  EXPECT_THAT(chunked.message, HasSubstr("computed in 8 chunk(s) of 1 rows"));
+  // Its schedule replays on the chunked graph to the peak it claims.
+  ASSERT_OK_AND_ASSIGN(
+      SimulationResult replay,
+      ReplaySchedule(*chunked.chunked_graph, chunked.schedule));
+  EXPECT_EQ(replay.peak_bytes, chunked.planned_peak_bytes);
+  // Launches dearer than the whole budget: no chunking at all.
+  options.chunking.launch_cost = 1e6;
+  ASSERT_OK_AND_ASSIGN(RecomputePlan dear,
+                       GenerateRecomputePlan(graph, costs, options));
+  EXPECT_EQ(dear.chunked_graph, nullptr);
+  EXPECT_EQ(dear.planned_peak_bytes, plain.planned_peak_bytes);
+}
+
+TEST(ChunkPlanTest, MemoryLimitOnlyChunksAsFarAsNeeded) {
+  const Graph graph = testing::ParseOrFail(kLmHead);
+  RecomputePlanOptions options;
+  options.chunking.enabled = true;
+  options.chunking.min_chunk_rows = 1;
+  options.chunking.launch_cost = 0.25;
+  options.memory_limit_bytes = 1400;
+  ASSERT_OK_AND_ASSIGN(
+      RecomputePlan plan,
+      GenerateRecomputePlan(graph, testing::RelativeCosts(graph), options));
+  EXPECT_TRUE(plan.feasible);
+  ASSERT_EQ(plan.chunked_regions.size(), 1u);
+  // 4 chunks (1352 bytes) meet 1400 at the fewest launches.
+  EXPECT_EQ(plan.chunked_regions[0].chunks, 4);
+  EXPECT_EQ(plan.planned_peak_bytes, 1352);
+  EXPECT_DOUBLE_EQ(plan.recompute_cost, 3 * 7 * 0.25 + 2 * 0.25);
+}
+
+}  // namespace
+}  // namespace echo::planner
