@@ -21,6 +21,11 @@ TEST_PACKAGES := $(RUN_PACKAGES) python3 python3-venv python3-pip python3-dev cu
 # installed the way README tells users to.
 VENV := $(BUILD_DIR)/venv
 TORCH_VERSION ?= 2.13.0
+# tests/python/test_third_party.py's models (built from configs, no
+# downloads); pinned on the same pip line as torch, so that pip keeps the
+# CPU build. timm is not installed: it imports torchvision, and PyPI's
+# torchvision wheels need CUDA torch (its tests skip, naming the error).
+TRANSFORMERS_VERSION ?= 5.23.0
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -66,7 +71,8 @@ python-venv:
 	@[ -x $(VENV)/bin/python ] || /usr/bin/python3 -m venv $(VENV)
 	@$(VENV)/bin/python -c 'import torch, sys; sys.exit(torch.__version__.split("+")[0] != "$(TORCH_VERSION)")' 2>/dev/null \
 	  || $(VENV)/bin/pip install -q torch==$(TORCH_VERSION)
-	$(VENV)/bin/pip install -q ./client/python[bench] networkx
+	$(VENV)/bin/pip install -q torch==$(TORCH_VERSION) transformers==$(TRANSFORMERS_VERSION) \
+	  ./client/python[bench] networkx
 	$(VENV)/bin/python -c 'import echo_torch, torch; print("echo-torch", echo_torch.__version__, "on torch", torch.__version__)'
 
 test: test-deps configure python-venv

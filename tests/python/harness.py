@@ -3,7 +3,7 @@ same way (echo_torch.measure): eager PyTorch, AOTAutograd's plain partition,
 functorch's min-cut partition, and echo_torch with a planner."""
 import dataclasses
 import time
-from typing import List, Optional
+from typing import Callable, List, Optional
 
 import torch
 
@@ -21,22 +21,32 @@ class StepResult:
     wrapped: object = None
 
 
-def preexisting(model, inputs):
-    return list(model.parameters()) + list(model.buffers()) + list(inputs)
+def preexisting(model, inputs, kwargs=None):
+    tensors = [t for t in torch.utils._pytree.tree_leaves((list(inputs), kwargs or {}))
+               if isinstance(t, torch.Tensor)]
+    return list(model.parameters()) + list(model.buffers()) + tensors
 
 
-def run_step(model, wrapped, inputs, seed=0, timing_runs=0) -> StepResult:
+def run_step(model, wrapped, inputs, seed=0, timing_runs=0, kwargs=None,
+             loss_of=None) -> StepResult:
     """Warm-up step (captures and plans), then a measured step for loss,
     grads and peak, then a forward for saved bytes. Same seed each time, so
-    dropout draws the same masks."""
+    dropout draws the same masks. wrapped(*inputs, **kwargs) is the forward;
+    loss_of(its output) the loss (default: the output itself); the whole
+    output is held through the backward, as a training loop holds a Hugging
+    Face model's output (logits beside the loss)."""
     params = list(model.parameters())
-    existing = preexisting(model, inputs)
+    kwargs = kwargs or {}
+    loss_of = loss_of or (lambda out: out)
+    existing = preexisting(model, inputs, kwargs)
     base = measure.tensor_bytes(existing)
 
     def step():
         torch.manual_seed(seed)
-        loss = wrapped(*inputs)
+        out = wrapped(*inputs, **kwargs)
+        loss = loss_of(out)
         loss.backward()
+        del out
         return loss.detach()
 
     device = params[0].device.type if params else "cpu"
@@ -46,7 +56,7 @@ def run_step(model, wrapped, inputs, seed=0, timing_runs=0) -> StepResult:
     grads = [p.grad.clone() if p.grad is not None else None for p in params]
     model.zero_grad(set_to_none=True)
     torch.manual_seed(seed)
-    saved, out = measure.measure_saved(lambda: wrapped(*inputs), existing)
+    saved, out = measure.measure_saved(lambda: wrapped(*inputs, **kwargs), existing)
     del out
     times = []
     for _ in range(timing_runs):
@@ -60,13 +70,32 @@ def run_step(model, wrapped, inputs, seed=0, timing_runs=0) -> StepResult:
                       min(times) if times else 0.0, wrapped)
 
 
+@dataclasses.dataclass
+class Case:
+    """One training step: model(*args, **kwargs), whose loss is
+    loss_of(output) (default: the output)."""
+    model: torch.nn.Module
+    args: tuple = ()
+    kwargs: dict = dataclasses.field(default_factory=dict)
+    loss_of: Optional[Callable] = None
+
+    def run(self, wrapped, **kw) -> StepResult:
+        """run_step of `wrapped` (the model, optimize()d or compiled)."""
+        return run_step(self.model, wrapped, self.args, kwargs=self.kwargs,
+                        loss_of=self.loss_of, **kw)
+
+
+def plain_module(model):
+    """optimize with AOTAutograd's plain partition (no server)."""
+    return optimize(model, planner=PlainPlanner(), on_error="raise")
+
+
 def eager(model, inputs, **kw):
     return run_step(model, model, inputs, **kw)
 
 
 def aot_plain(model, inputs, **kw):
-    return run_step(model, optimize(model, planner=PlainPlanner(), on_error="raise"),
-                    inputs, **kw)
+    return run_step(model, plain_module(model), inputs, **kw)
 
 
 def mincut(model, inputs, **kw):

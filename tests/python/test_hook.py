@@ -514,5 +514,207 @@ class _Mean(nn.Module):
         return x.square().mean()
 
 
+class _TiedLM(nn.Module):
+    """Tied input/output embeddings, called as model(ids, labels)."""
+
+    def __init__(self, vocab=50, width=16, tied=True):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, width)
+        self.out = nn.Linear(width, vocab, bias=False)
+        if tied:
+            self.out.weight = self.embed.weight
+
+    def forward(self, ids, labels):
+        return F.cross_entropy(self.out(torch.tanh(self.embed(ids))).flatten(0, 1),
+                               labels.flatten())
+
+
+class _LossAndLogits(nn.Module):
+    """Returns (loss, logits), as Hugging Face models do."""
+
+    def __init__(self):
+        super().__init__()
+        self.hidden = nn.Linear(64, 64)
+        self.proj = nn.Linear(64, 4096)
+
+    def forward(self, x, y):
+        logits = self.proj(torch.tanh(self.hidden(x)))
+        return F.cross_entropy(logits, y), logits
+
+
+class _LossAndFeatures(nn.Module):
+    """Returns (loss, an output whose gradient would be multiplied, not
+    added: not planned as absent, made as zeros where it is read)."""
+
+    def __init__(self):
+        super().__init__()
+        self.hidden = nn.Linear(16, 16)
+
+    def forward(self, x):
+        h = self.hidden(x)
+        return h.square().mean(), torch.tanh(h) * 3
+
+
+class _TwoGraphs(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(8, 8)
+        self.b = nn.Linear(8, 1)
+
+    def forward(self, x):
+        h = torch.tanh(self.a(x))
+        torch._dynamo.graph_break()
+        return self.b(h).square().mean()
+
+
+class _RecurrentSum(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(8, 8)
+
+    def forward(self, x):
+        return self.lstm(x)[0].sum()
+
+
+def _plain():
+    return echo_torch.planners.PlainPlanner()
+
+
+class CaptureLayoutTest(unittest.TestCase):
+    def setUp(self):
+        torch.manual_seed(0)
+
+    def test_tied_weights_and_a_tensor_passed_twice(self):
+        model = _TiedLM()
+        ids, other = torch.randint(0, 50, (6, 5)), torch.randint(0, 50, (6, 5))
+        wrapped = optimize(model, planner=_plain(), on_error="raise")
+        for labels in (ids, other):  # the same tensor twice, then two tensors
+            case = harness.Case(model, (ids, labels))
+            _assert_same(self, case.run(wrapped), case.run(model))
+        self.assertEqual(len(wrapped.reports()), 2)  # the aliasing is in the signature
+        self.assert_primals(model, ids, ["embed.weight", "input_0"])
+
+    def test_a_tensor_passed_twice_is_one_input_and_parameters_stay_parameters(self):
+        # AOTAutograd passed it twice: one primal more than were named, and
+        # the names fell back to requires_grad, which made every parameter
+        # an input and read the batch from a parameter's first axis.
+        self.assert_primals(_TiedLM(tied=False), torch.randint(0, 50, (6, 5)),
+                            ["embed.weight", "out.weight", "input_0"])
+
+    def test_a_missing_gradient_read_by_other_ops_is_made_as_zeros(self):
+        model = _LossAndFeatures()
+        case = harness.Case(model, (torch.randn(8, 16),), loss_of=lambda out: out[0])
+        wrapped = harness.plain_module(model)
+        _assert_same(self, case.run(wrapped), case.run(model))
+        self.assertEqual(report(wrapped).unused_output_gradients, [])
+        (variant,) = wrapped.programs.backward._variants.values()
+        made = [i for i in variant.instrs
+                if getattr(i.target, "__func__", None) is echo_torch.executor.SlotMeta.zeros]
+        self.assertEqual(len(made), 1)
+
+    def test_keywords_in_another_order_reuse_the_capture(self):
+        model = _TiedLM(tied=False)
+        a, b = torch.randint(0, 50, (6, 5)), torch.randint(0, 50, (6, 5))
+        wrapped = optimize(model, planner=_plain(), on_error="raise")
+        for kwargs in (dict(ids=a, labels=b), dict(labels=a, ids=b)):
+            case = harness.Case(model, kwargs=kwargs)
+            _assert_same(self, case.run(wrapped), case.run(model))
+        self.assertEqual(len(wrapped.reports()), 1)
+
+    def assert_primals(self, model, ids, names):
+        converted = echo_torch.capture_graph(model, ids, ids)
+        by_id = {t.id: t for t in converted.graph.tensors}
+        primals = [by_id[converted.tensor_of[n]] for n in converted.primal_nodes]
+        pb = echo_torch.proto.graph_pb2
+        self.assertEqual([t.name for t in primals], names)
+        self.assertEqual([t.role for t in primals],
+                         [pb.TENSOR_ROLE_PARAMETER] * (len(names) - 1) + [pb.TENSOR_ROLE_INPUT])
+        self.assertEqual(converted.graph.batch_size, 6)
+
+    def test_unused_outputs_get_no_zero_gradient(self):
+        # Autograd would make zeros for the logits' gradient (1 MiB here)
+        # right before the backward's peak, and the backward would add them.
+        model = _LossAndLogits()
+        case = harness.Case(model, (torch.randn(64, 64), torch.randint(0, 4096, (64,))),
+                            loss_of=lambda out: out[0])
+        eager = case.run(model)
+        planned = case.run(harness.plain_module(model))
+        _assert_same(self, planned, eager)
+        self.assertLessEqual(planned.peak_bytes, eager.peak_bytes)
+        self.assertEqual(len(report(planned.wrapped).unused_output_gradients), 1)
+        backend = echo_torch.backend(planner=_plain(), on_error="raise")
+        compiled = torch.compile(model, backend=backend, dynamic=False)
+        try:
+            got = case.run(compiled)
+        finally:
+            torch._dynamo.reset()
+        _assert_same(self, got, eager)
+        self.assertLessEqual(got.peak_bytes, eager.peak_bytes)
+        self.assertEqual(len(report(backend).unused_output_gradients), 1)
+
+
+class OptionsTest(unittest.TestCase):
+    REFUSED = (dict(objective="stash_bytes", memory_limit_bytes=1 << 30),
+               dict(objective="stash_bytes", policy="ECHO"),
+               dict(policy="OPTIMAL"),
+               dict(max_overhead_ratio=-0.1))
+
+    def test_combinations_echod_refuses_fail_where_the_model_is_wrapped(self):
+        for options in self.REFUSED:
+            with self.subTest(**options):
+                with self.assertRaises(ValueError):
+                    optimize(Quirky(), server="127.0.0.1:1", **options)
+                with self.assertRaises(ValueError):
+                    echo_torch.backend(server="127.0.0.1:1", **options)
+
+    def test_an_overhead_ratio_above_one_warns(self):
+        with self.assertWarnsRegex(RuntimeWarning, "500% extra compute"):
+            optimize(Quirky(), server="127.0.0.1:1", max_overhead_ratio=5)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)
+            optimize(Quirky(), server="127.0.0.1:1", max_overhead_ratio=0.3)
+
+    def test_an_unreachable_echod_warns_once_for_all_graphs(self):
+        address = f"127.0.0.1:{servers.free_port()}"  # nobody listens
+        model = _TwoGraphs()
+        backend = echo_torch.backend(server=address)
+        compiled = torch.compile(model, backend=backend, dynamic=False)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                for _ in range(2):
+                    compiled(torch.randn(4, 8)).backward()
+            finally:
+                torch._dynamo.reset()
+        echo = [str(w.message) for w in caught if "echo_torch" in str(w.message)]
+        self.assertEqual(len(echo), 1, echo)
+        self.assertIn("not reachable", echo[0])
+
+    def test_report_of_a_compiled_module_has_every_graph(self):
+        backend = echo_torch.backend(planner=_plain(), on_error="raise")
+        compiled = torch.compile(_TwoGraphs(), backend=backend, dynamic=False)
+        try:
+            compiled(torch.randn(4, 8)).backward()
+        finally:
+            torch._dynamo.reset()
+        rep = report(compiled)
+        self.assertEqual(len(rep.graphs), 2)
+        self.assertEqual(rep.ops, sum(r.ops for r in backend.reports()))
+        self.assertEqual(str(report(backend)), str(rep))
+        with self.assertRaisesRegex(TypeError, "Linear"):
+            report(nn.Linear(2, 2))
+
+    def test_a_recurrent_layer_torch_compile_skips_is_named_with_the_fix(self):
+        model = _RecurrentSum()
+        backend = echo_torch.backend(planner=_plain(), on_error="raise")
+        compiled = torch.compile(model, backend=backend, dynamic=False)
+        try:
+            compiled(torch.randn(5, 2, 8)).backward()
+        finally:
+            torch._dynamo.reset()
+        with self.assertWarnsRegex(RuntimeWarning, "allow_rnn = True"):
+            report(compiled)
+
+
 if __name__ == "__main__":
     unittest.main()

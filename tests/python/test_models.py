@@ -18,7 +18,7 @@ import torch
 import harness
 import models
 import servers
-from echo_torch import PlannerClient, PlanningError, proto, report
+from echo_torch import PlannerClient, PlanningError, optimize, peers, proto, report
 
 _pl = proto.planner_pb2
 PEAK_TOLERANCE = 0.01
@@ -37,8 +37,10 @@ def _log(line):
     print(line, file=sys.stderr, flush=True)
 
 
-@unittest.skipIf(ECHOD is None, SKIP_REASON)
-class ModelSuiteTest(unittest.TestCase):
+class EchodChecks:
+    """The suite's checks of one training case (harness.Case) against a real
+    echod, shared with test_third_party: a mixin for a unittest.TestCase."""
+
     @classmethod
     def setUpClass(cls):
         torch.set_num_threads(2)
@@ -57,11 +59,15 @@ class ModelSuiteTest(unittest.TestCase):
         cls.echod.__exit__(None, None, None)
 
     def assert_same_training(self, result, reference, exact=False):
+        """Loss and gradients equal eager's: exactly, or within rtol 1e-4,
+        atol 1e-6 (1e-5 and 1e-6 for the loss)."""
         if exact:
             self.assertEqual(result.loss.item(), reference.loss.item())
             self.assertEqual(harness.max_grad_diff(result, reference), 0.0)
             return
         torch.testing.assert_close(result.loss, reference.loss, rtol=1e-5, atol=1e-6)
+        self.assertEqual([g is None for g in result.grads],
+                         [g is None for g in reference.grads])
         for got, want in zip(result.grads, reference.grads):
             if want is not None:
                 torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)
@@ -72,12 +78,13 @@ class ModelSuiteTest(unittest.TestCase):
                         f"{what}: measured {measured:,} vs predicted {predicted:,} bytes")
         return error
 
-    def check_model(self, name):
-        model = models.build(name)
-        inputs = models.example_inputs(model)
-        eager = harness.eager(model, inputs)
-        plain = harness.aot_plain(model, inputs)
-        self.assert_same_training(plain, eager, exact=True)
+    def check_plain(self, name, case, exact=True):
+        """Eager, and AOTAutograd's plain partition run by echo_torch: the
+        same training, the saved bytes the graph says, the peak echod's
+        EstimateMemory predicts. Returns (eager, plain)."""
+        eager = case.run(case.model)
+        plain = case.run(harness.plain_module(case.model))
+        self.assert_same_training(plain, eager, exact=exact)
         converted = plain.wrapped.converted
         self.assertEqual(plain.saved_bytes, converted.stash_candidate_bytes())
         estimate = harness.estimate(self.client, converted.graph)
@@ -85,9 +92,35 @@ class ModelSuiteTest(unittest.TestCase):
         _log(f"[{name}] {len(converted.graph.ops)} ops; eager peak {eager.peak_bytes:,} saved "
              f"{eager.saved_bytes:,}; plain measured peak {plain.peak_bytes:,} vs EstimateMemory "
              f"{estimate.peak_bytes:,} ({100 * error:+.2f}%)")
+        return eager, plain
+
+    def check_planned(self, what, planned, plain, eager):
+        """A plan's step: eager's training, the saved bytes the plan says (no
+        more than the plain partition's), the peak echod planned."""
+        self.assert_same_training(planned, eager)
+        rep = report(planned.wrapped)
+        self.assertIsNotNone(rep.planned_peak_bytes)
+        self.assertEqual(rep.stash_mismatch, [])
+        self.assertEqual(planned.saved_bytes, rep.planned_saved_bytes)
+        self.assertLessEqual(planned.saved_bytes, plain.saved_bytes)
+        error = self.assert_peak_predicted(planned.peak_bytes, rep.planned_peak_bytes, what)
+        _log(f"[{what}]: saved {plain.saved_bytes:,} -> {planned.saved_bytes:,};"
+             f" measured peak {planned.peak_bytes:,} vs planned "
+             f"{rep.planned_peak_bytes:,} ({100 * error:+.2f}%); "
+             f"{rep.recompute_executions} recomputations, predicted overhead "
+             f"{100 * rep.predicted_overhead_ratio:.2f}%")
+        return rep
+
+
+@unittest.skipIf(ECHOD is None, SKIP_REASON)
+class ModelSuiteTest(EchodChecks, unittest.TestCase):
+    def check_model(self, name):
+        model = models.build(name)
+        case = harness.Case(model, models.example_inputs(model))
+        eager, plain = self.check_plain(name, case)
 
         if HAVE_NETWORKX:
-            peer = harness.mincut(model, inputs)
+            peer = case.run(peers.mincut_module(model))
             self.assert_same_training(peer, eager)
             _log(f"[{name}] min-cut peak {peer.peak_bytes:,} saved {peer.saved_bytes:,}")
 
@@ -96,20 +129,9 @@ class ModelSuiteTest(unittest.TestCase):
                 if self.plans_unavailable:
                     _log(f"[{name}] {policy}: skipped: {self.plans_unavailable}")
                     self.skipTest(self.plans_unavailable)
-                planned = harness.echo(model, inputs, self.echod.address, policy)
-                self.assert_same_training(planned, eager)
-                rep = report(planned.wrapped)
-                self.assertIsNotNone(rep.planned_peak_bytes)
-                self.assertEqual(rep.stash_mismatch, [])
-                self.assertEqual(planned.saved_bytes, rep.planned_saved_bytes)
-                self.assertLessEqual(planned.saved_bytes, plain.saved_bytes)
-                error = self.assert_peak_predicted(planned.peak_bytes, rep.planned_peak_bytes,
-                                                   f"{name} {policy}")
-                _log(f"[{name}] {policy}: saved {plain.saved_bytes:,} -> {planned.saved_bytes:,};"
-                     f" measured peak {planned.peak_bytes:,} vs planned "
-                     f"{rep.planned_peak_bytes:,} ({100 * error:+.2f}%); "
-                     f"{rep.recompute_executions} recomputations, predicted overhead "
-                     f"{100 * rep.predicted_overhead_ratio:.2f}%")
+                wrapped = optimize(model, server=self.echod.address, policy=policy,
+                                   on_error="raise")
+                self.check_planned(f"{name} {policy}", case.run(wrapped), plain, eager)
 
     def test_nmt(self):
         self.check_model("nmt")
@@ -145,7 +167,7 @@ class FakePlanSuiteTest(unittest.TestCase):
         inputs = models.example_inputs(model)
         eager = harness.eager(model, inputs)
         planned = harness.echo(model, inputs, self.server.address, "ECHO")
-        ModelSuiteTest.assert_same_training(self, planned, eager)
+        EchodChecks.assert_same_training(self, planned, eager)
         rep = report(planned.wrapped)
         self.assertEqual(rep.stash_mismatch, [])
         self.assertEqual(planned.saved_bytes, rep.planned_saved_bytes)

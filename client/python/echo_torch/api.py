@@ -43,7 +43,20 @@ def _signature(args, kwargs, training):
         if isinstance(value, dict):
             return tuple((k, describe(v)) for k, v in sorted(value.items()))
         return repr(value)
-    return (describe(args), describe(kwargs), training, _autocast_state())
+    return (describe(args), describe(kwargs), training, _autocast_state(),
+            _aliasing(args, kwargs))
+
+
+def _aliasing(args, kwargs) -> tuple:
+    """The call's structure (capture.CallLayout reads its tensors by
+    position in it) and, per tensor argument, the first argument that is
+    the same tensor: the capture passes a tensor given twice
+    (labels=input_ids) once, so a call with two tensors there needs a
+    capture of its own."""
+    first: Dict[int, int] = {}
+    leaves, spec = torch.utils._pytree.tree_flatten(capture_lib.call_tree(args, kwargs))
+    return str(spec), tuple(first.setdefault(id(v), i) for i, v in enumerate(leaves)
+                            if isinstance(v, torch.Tensor))
 
 
 def _is_symbolic(value) -> bool:
@@ -78,7 +91,9 @@ def _capture_hint(error) -> str:
     if isinstance(error, (fake_tensor.DataDependentOutputException,
                           fake_tensor.DynamicOutputShapeException)):
         return ("; its forward depends on tensor values (.item(), nonzero, ...), which "
-                "one captured graph cannot hold: use torch.compile(model, "
+                "one captured graph cannot hold (checks behind "
+                "torch.compiler.is_compiling(), True while echo_torch traces, are skipped; "
+                "this one is not behind it): use torch.compile(model, "
                 "backend=echo_torch.backend(...)), which plans the graphs between them")
     return ""
 
@@ -265,6 +280,9 @@ def _server_planner(server, policy, memory_limit_bytes, max_overhead_ratio, time
         max_recompute_depth=max_recompute_depth,
         solver_time_limit_seconds=solver_time_limit_seconds, objective=objective)
     options.validate()
+    doubt = options.doubtful()
+    if doubt:
+        warnings.warn(f"echo_torch: {doubt}", RuntimeWarning, stacklevel=3)
     client = PlannerClient(server, timeout_seconds)
     cache = None if plan_cache is False else (
         plan_cache if isinstance(plan_cache, PlanCache) else PlanCache())
@@ -339,11 +357,26 @@ class EchoBackend:
         self._planned: List[PlannedGraph] = []
         self._infeasible = InfeasibleWarning()
         self.fallback_reason: Optional[str] = None
+        self._rnn_skips_at_start = rnn_skips()
+        self._rnn_warned = False
 
     def reports(self) -> List[PlanReport]:
         return [planned.report for planned in self._planned]
 
+    def _fall_back(self, reason: str) -> None:
+        """One warning per backend (the first graph's), however many graphs
+        Dynamo hands it; the others are logged."""
+        first = self.fallback_reason is None
+        self.fallback_reason = reason
+        if first:
+            warnings.warn(f"echo_torch: {reason}; graphs run with torch's default partition",
+                          RuntimeWarning, stacklevel=3)
+        else:
+            logger.info("echo_torch: %s; this graph runs with torch's default partition",
+                        reason)
+
     def __call__(self, gm, example_inputs):
+        _warn_skipped_rnn(self)
         if any(_is_symbolic(value) for value in example_inputs):
             return self._per_shape(gm)
         return self._compile(gm, example_inputs)
@@ -398,9 +431,7 @@ class EchoBackend:
                     self._infeasible.check(planned.report, stacklevel=2)
                     return planned.programs.forward_module, planned.programs.backward_module
             from torch._functorch.partitioners import default_partition
-            self.fallback_reason = fallback["reason"]
-            warnings.warn(f"echo_torch: {fallback['reason']}; this graph runs with torch's "
-                          "default partition", RuntimeWarning, stacklevel=2)
+            self._fall_back(fallback["reason"])
             return default_partition(joint.module, joint.example_inputs,
                                      num_fwd_outputs=joint.num_fwd_outputs)
 
@@ -411,12 +442,29 @@ class EchoBackend:
                 fallback["reason"] = str(error)
 
         # The capture's time in the log counts from Dynamo's call.
+        eager = self._compile_fn is capture_lib.compile_program
         partition_fn = capture_lib.make_partition_fn(
             partitioner, f"graph_{len(self._planned)}", "torch.compile",
-            capture_lib.dynamo_primals(gm, example_inputs), started)
-        return aot_autograd(fw_compiler=self._compile_fn, bw_compiler=self._compile_fn,
-                            partition_fn=partition_fn,
-                            decompositions=self._decompositions)(gm, example_inputs)
+            capture_lib.dynamo_primals(gm, example_inputs), started,
+            tangents_may_be_missing=eager)
+        compiled = aot_autograd(fw_compiler=self._compile_fn, bw_compiler=self._compile_fn,
+                                partition_fn=partition_fn,
+                                decompositions=self._decompositions)(gm, example_inputs)
+        if not eager or fallback["reason"] is not None:
+            return compiled
+        return _without_zero_gradients(compiled)
+
+
+def _without_zero_gradients(compiled):
+    """`compiled` (a planned graph) whose unused outputs' gradients are not
+    materialized (capture.no_zero_gradients), in its calling convention and
+    outside Dynamo's tracing, as Dynamo's own wrapper keeps it."""
+    def run(*args):
+        return capture_lib.no_zero_gradients(compiled(*args))
+
+    if getattr(compiled, "_boxed_call", False):
+        run._boxed_call = True
+    return torch._dynamo.disable(run, reason="echo_torch: runs an AOT-compiled graph")
 
 
 def backend(*, server: Optional[str] = None, policy: str = "AUTO",
@@ -449,16 +497,57 @@ def backend(*, server: Optional[str] = None, policy: str = "AUTO",
                        compiler)
 
 
+_RNN_SKIPPED = "RNN, GRU, or LSTM"
+
+
+def rnn_skips() -> int:
+    """How often Dynamo has run an nn.RNN/GRU/LSTM eagerly in this process
+    (it does not trace them unless torch._dynamo.config.allow_rnn), so that
+    no backend saw or planned it."""
+    from torch._dynamo.utils import counters
+    return sum(count for reason, count in counters.get("unimplemented", {}).items()
+               if _RNN_SKIPPED in reason)
+
+
+def _warn_skipped_rnn(backend_: "EchoBackend") -> None:
+    """Once per backend, when Dynamo skipped a recurrent layer since it was
+    made."""
+    if backend_._rnn_warned or rnn_skips() <= backend_._rnn_skips_at_start:
+        return
+    backend_._rnn_warned = True
+    warnings.warn("echo_torch: torch.compile ran an nn.RNN/GRU/LSTM (and the frame "
+                  "around it) eagerly, without a plan: Dynamo traces them only with "
+                  "torch._dynamo.config.allow_rnn = True (set it before compiling), or "
+                  "use echo_torch.optimize(model), which captures them",
+                  RuntimeWarning, stacklevel=3)
+
+
+def _echo_backend_of(model) -> Optional[EchoBackend]:
+    """The EchoBackend of a torch.compile'd module, through Dynamo's wrappers."""
+    ctx = getattr(model, "dynamo_ctx", None)
+    if ctx is None:
+        return None
+    from torch._dynamo.eval_frame import innermost_backend
+    found = innermost_backend(getattr(ctx, "callback", None))
+    found = getattr(found, "compiler_fn", found)  # torch.compile's _TorchCompileWrapper
+    return found if isinstance(found, EchoBackend) else None
+
+
 def report(model) -> Optional[PlanReport]:
-    """The plan of the most recent input signature of an optimize()d model,
-    or of the last graph of a backend (None before the first training step,
-    or when the model runs unmodified)."""
-    if isinstance(model, EchoBackend):
-        reports = model.reports()
-        return reports[-1] if reports else None
+    """What the plans did: for an optimize()d model, its most recent input
+    signature's plan; for a backend (or a module torch.compile'd with one),
+    every graph's plan together (PlanReport.combine; each in `.graphs`).
+    None before the first training step, or when the model runs unmodified
+    (under torch.compile, a skipped nn.LSTM says so in a warning)."""
+    if isinstance(model, EchoBackend) or _echo_backend_of(model) is not None:
+        backend_ = model if isinstance(model, EchoBackend) else _echo_backend_of(model)
+        reports = backend_.reports()
+        _warn_skipped_rnn(backend_)
+        return PlanReport.combine(reports) if reports else None
     if not isinstance(model, EchoModule):
-        raise TypeError("echo_torch.report expects a module from echo_torch.optimize or "
-                        "a backend from echo_torch.backend")
+        raise TypeError(f"echo_torch.report expects a module from echo_torch.optimize, a "
+                        f"backend from echo_torch.backend or a module torch.compile'd with "
+                        f"one; got {type(model).__name__}")
     return model._last.planned.report if model._last and model._last.planned else None
 
 

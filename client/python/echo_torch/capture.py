@@ -2,10 +2,11 @@
 
 Two entry points share one partition function:
 
-- `capture_module(module, partitioner)`: AOTAutograd's `aot_module` around an
-  nn.Module (what `echo_torch.optimize` uses). Primals are the module's
-  parameters, then its buffers, then the flattened tensor arguments, in that
-  order, with aliases (tied weights) removed as AOTAutograd removes them.
+- `capture_module(module, partitioner)`: AOTAutograd's `aot_function` over
+  a functional call of an nn.Module (what `echo_torch.optimize` uses).
+  Primals are the module's parameters, then its buffers, then the call's
+  tensors, each tensor once (CallLayout: tied weights and a tensor passed
+  twice are one primal).
 - `make_partition_fn(...)` for the `torch.compile` backend
   (`echo_torch.backend`): Dynamo lifts parameters and buffers to graph
   inputs; they are told apart by type and by the source name Dynamo gives
@@ -18,7 +19,8 @@ returns the forward and backward programs.
 """
 import importlib
 import time
-from typing import Callable, List, Optional, Sequence, Tuple
+import contextlib
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.nn as nn
@@ -103,34 +105,68 @@ def inner_compiler(name: str):
     raise ValueError(f"unknown compiler {name!r}; one of {', '.join(COMPILERS)}")
 
 
+def call_tree(args, kwargs) -> tuple:
+    """(args, kwargs) with the keywords sorted: calls that differ only in
+    the order of their keywords flatten alike (the signature sorts them)."""
+    return tuple(args), dict(sorted(kwargs.items()))
+
+
+class CallLayout:
+    """How `optimize`'s capture passes one call to AOTAutograd: the module's
+    parameters (each tensor once: tied weights under their first name, the
+    other names get the same value from functional_call), its buffers, then
+    the call's distinct tensors (a tensor passed twice, such as Hugging
+    Face's `labels=input_ids`, is one primal read in both places). Every
+    other argument is fixed in the trace, as the signature keys it.
+
+    `primals` names the flat list in that order: its length is the joint
+    graph's primal count by construction, so parameters are never taken
+    for inputs."""
+
+    def __init__(self, module: nn.Module, args: Sequence, kwargs: dict):
+        self.state_names: List[str] = []
+        self.primals: List[PrimalInfo] = []
+        first: Dict[int, int] = {}  # id(tensor) -> position in the flat list
+        for kind, named in ((ROLE_PARAMETER, module.named_parameters()),
+                            (ROLE_BUFFER, module.named_buffers())):
+            for name, value in named:
+                if id(value) not in first:
+                    first[id(value)] = len(self.primals)
+                    self.state_names.append(name)
+                    self.primals.append(PrimalInfo(kind, name))
+        leaves, self.spec = pytree.tree_flatten(call_tree(args, kwargs))
+        self.constants = [None if isinstance(v, torch.Tensor) else v for v in leaves]
+        self.slots: List[Optional[int]] = []
+        self._inputs: List[int] = []  # leaf index of each input primal
+        for index, value in enumerate(leaves):
+            if not isinstance(value, torch.Tensor):
+                self.slots.append(None)
+                continue
+            if id(value) not in first:
+                first[id(value)] = len(self.primals)
+                self.primals.append(PrimalInfo(ROLE_INPUT, f"input_{len(self._inputs)}"))
+                self._inputs.append(index)
+            self.slots.append(first[id(value)])
+
+    def flat(self, module: nn.Module, args: Sequence, kwargs: dict) -> list:
+        """The flat primals of a call with this layout (the module's current
+        parameters and buffers, then the call's distinct tensors)."""
+        state = dict(module.named_parameters())
+        state.update(module.named_buffers())
+        leaves = pytree.tree_leaves(call_tree(args, kwargs))
+        return [state[name] for name in self.state_names] + [leaves[i] for i in self._inputs]
+
+    def unflatten(self, flat) -> Tuple[dict, tuple, dict]:
+        """(parameters and buffers by name, args, kwargs) from flat primals."""
+        state = dict(zip(self.state_names, flat))
+        leaves = [flat[s] if s is not None else c for s, c in zip(self.slots, self.constants)]
+        args, kwargs = pytree.tree_unflatten(leaves, self.spec)
+        return state, args, kwargs
+
+
 def module_primals(module: nn.Module, args: Sequence, kwargs: dict) -> List[PrimalInfo]:
-    """The primals aot_module traces, in its order:
-    named parameters, named buffers (both with duplicates, as aot_module
-    passes them), then the tensors among the flattened arguments; aliases of
-    an earlier primal are dropped, as AOTAutograd deduplicates them."""
-    named = []
-    for name, p in module.named_parameters(remove_duplicate=False):
-        named.append((PrimalInfo(ROLE_PARAMETER, name), p))
-    for name, b in module.named_buffers(remove_duplicate=False):
-        named.append((PrimalInfo(ROLE_BUFFER, name), b))
-    flat_args = pytree.tree_flatten((list(args), kwargs))[0]
-    count = 0
-    for value in flat_args:
-        if isinstance(value, torch.Tensor):
-            named.append((PrimalInfo(ROLE_INPUT, f"input_{count}"), value))
-            count += 1
-    seen, unique = set(), []
-    for info, value in named:
-        if id(value) in seen:
-            continue
-        seen.add(id(value))
-        unique.append(info)
-    return unique
-
-
-def _fallback_primals(fake_primals) -> List[PrimalInfo]:
-    return [PrimalInfo(ROLE_PARAMETER if getattr(v, "requires_grad", False) else ROLE_INPUT,
-                       f"primal_{i}") for i, v in enumerate(fake_primals)]
+    """The primals `capture_module` traces, named (CallLayout)."""
+    return CallLayout(module, args, kwargs).primals
 
 
 _PROFILER_ENTERS = frozenset(("_record_function_enter", "_record_function_enter_new"))
@@ -156,42 +192,174 @@ def _drop_profiler_ranges(gm) -> None:
 
 
 def make_partition_fn(partitioner: Partitioner, name: str, capture: str,
-                      primals: Optional[List[PrimalInfo]],
-                      started: Optional[float] = None):
+                      primals: List[PrimalInfo],
+                      started: Optional[float] = None,
+                      tangents_may_be_missing: bool = False):
     """An AOTAutograd partition_fn that converts and plans through
-    `partitioner`. primals: the primals' names (None, or a count that does
-    not match the joint graph's: named by requires_grad). started: when the
-    capture began (default: now), for the log line."""
+    `partitioner`. primals: the primals' names, one per primal of the joint
+    graph (another count raises ValueError). started: when the
+    capture began (default: now), for the log line. tangents_may_be_missing:
+    the caller runs the backward without unused outputs' gradients
+    (no_zero_gradients)."""
     if started is None:
         started = time.perf_counter()
 
     def partition_fn(joint_module, joint_inputs, *, num_fwd_outputs, **_):
         _drop_profiler_ranges(joint_module)
         fake_primals = joint_inputs[0]
-        named = (primals if primals is not None and len(primals) == len(fake_primals)
-                 else _fallback_primals(fake_primals))
+        if len(primals) != len(fake_primals):
+            # Never guess: a parameter named an input would be marked as
+            # the batch, and planned as freed after its last reader.
+            raise ValueError(f"echo_torch: the joint graph of {name} has "
+                             f"{len(fake_primals)} primals, the capture named "
+                             f"{len(primals)}")
+        named = primals
         nodes = sum(1 for n in joint_module.graph.nodes if n.op == "call_function")
         logger.info("echo_torch: captured %s (%d joint ops) in %.1f s", name, nodes,
                     time.perf_counter() - started)
         joint = JointGraph(joint_module, num_fwd_outputs, named, name=name,
-                           metadata={"capture": capture}, example_inputs=joint_inputs)
+                           metadata={"capture": capture}, example_inputs=joint_inputs,
+                           tangents_may_be_missing=tangents_may_be_missing)
         return partitioner(joint)
 
     return partition_fn
 
 
+def _known_output(value) -> bool:
+    return value is None or isinstance(value, (torch.Tensor, int, float, bool, str))
+
+
+def strip_unknown_outputs(out):
+    """`out` with every leaf AOTAutograd cannot return (a Hugging Face
+    DynamicCache, EncoderDecoderCache: objects pytree does not know) replaced
+    by None: a training step has no use for a cache, and its tensors are not
+    graph outputs then (not held to the end of the step)."""
+    leaves, spec = pytree.tree_flatten(out)
+    unknown = sorted({type(v).__name__ for v in leaves if not _known_output(v)})
+    if not unknown:
+        return out
+    logger.info("echo_torch: the planned step returns None in place of %s (not tensors "
+                "torch can trace through)", ", ".join(unknown))
+    return pytree.tree_unflatten([v if _known_output(v) else None for v in leaves], spec)
+
+
+@contextlib.contextmanager
+def training_configs(module: nn.Module):
+    """Hugging Face models build a key/value cache unless `config.use_cache`
+    is off, as their own training code (gradient checkpointing) turns it:
+    off while a training step is traced, restored after."""
+    configs = {id(c): c for c in (getattr(m, "config", None) for m in module.modules())
+               if getattr(c, "use_cache", False) is True}
+    for config in configs.values():
+        config.use_cache = False
+    try:
+        yield
+    finally:
+        for config in configs.values():
+            config.use_cache = True
+
+
+@contextlib.contextmanager
+def tracing_as_compile():
+    """torch.compiler.is_compiling() is True while the capture traces the
+    model, as under torch.compile and torch.export (which sets it for its
+    make_fx tracing too): libraries skip their data-dependent Python checks
+    then (transformers' mask code: `padding_mask.all()`, packed-sequence
+    detection), which a trace of fake tensors cannot answer. transformers'
+    own is_tracing(tensor) looks for FakeTensor, not the functional tensors
+    AOTAutograd traces with."""
+    session = getattr(torch.compiler, "_compile_session_context", None)
+    if session is not None:
+        with session():
+            yield
+        return
+    old = getattr(torch.compiler, "_is_compiling_flag", None)
+    if old is None:  # an older torch without the flag: nothing to set
+        yield
+        return
+    torch.compiler._is_compiling_flag = True
+    try:
+        yield
+    finally:
+        torch.compiler._is_compiling_flag = old
+
+
+_COMPILED_BACKWARD = "CompiledFunctionBackward"
+
+
+def _compiled_nodes(outputs):
+    """The AOTAutograd nodes the tensors of `outputs` come from (through the
+    views AOTAutograd regenerates outside its graph)."""
+    found, seen = [], set()
+    stack = [t.grad_fn for t in pytree.tree_leaves(outputs)
+             if isinstance(t, torch.Tensor) and t.grad_fn is not None]
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if type(node).__name__ == _COMPILED_BACKWARD:
+            found.append(node)
+        elif len(seen) < 16:
+            stack.extend(n for n, _ in node.next_functions)
+    return found
+
+
+def no_zero_gradients(outputs):
+    """Autograd makes zeros for the gradient of every output of a custom
+    Function that nobody differentiated (Hugging Face's logits beside its
+    loss), before the backward's peak; eager makes none. Off for the step's
+    compiled Function: the planned backward gets None and adds it away
+    (executor.without_inputs)."""
+    for node in _compiled_nodes(outputs):
+        node.set_materialize_grads(False)
+    return outputs
+
+
+class ModuleCapture:
+    """AOTAutograd's aot_function over `module` called with one layout of
+    arguments (CallLayout); the first call traces and plans, later calls run
+    the programs (the caller keys one capture per input signature)."""
+
+    def __init__(self, module: nn.Module, partitioner: Partitioner, args: Sequence,
+                 kwargs: dict, compiler: str = "eager"):
+        from torch._functorch.aot_autograd import aot_function
+
+        self.module = module
+        self.layout = CallLayout(module, args, kwargs)
+        # Programs take None for a missing gradient; Inductor's code does not.
+        self._no_zero_gradients = compiler == "eager"
+        partition_fn = make_partition_fn(partitioner, type(module).__name__, "aot_module",
+                                         self.layout.primals,
+                                         tangents_may_be_missing=self._no_zero_gradients)
+        compile_fn, decompositions = inner_compiler(compiler)
+        self._compiled = aot_function(
+            self._traced, fw_compiler=compile_fn, bw_compiler=compile_fn,
+            partition_fn=partition_fn, decompositions=decompositions,
+            num_params_buffers=len(self.layout.state_names))
+        self._traced_once = False
+
+    def _traced(self, *flat):
+        state, args, kwargs = self.layout.unflatten(flat)
+        with training_configs(self.module):
+            out = torch.func.functional_call(self.module, state, args, kwargs)
+        return strip_unknown_outputs(out)
+
+    def __call__(self, *args, **kwargs):
+        flat = self.layout.flat(self.module, args, kwargs)
+        if self._traced_once:
+            out = self._compiled(*flat)
+        else:
+            with tracing_as_compile():
+                out = self._compiled(*flat)
+            self._traced_once = True
+        return no_zero_gradients(out) if self._no_zero_gradients else out
+
+
 def capture_module(module: nn.Module, partitioner: Partitioner, args: Sequence,
                    kwargs: dict, compiler: str = "eager") -> Callable:
-    """aot_module(module) whose first call traces with `args`/`kwargs`' shapes
-    and plans; later calls run the programs (the caller keys one capture per
-    input signature, as aot_module does not re-trace on new shapes)."""
-    from torch._functorch.aot_autograd import aot_module
-
-    partition_fn = make_partition_fn(partitioner, type(module).__name__, "aot_module",
-                                     module_primals(module, args, kwargs))
-    compile_fn, decompositions = inner_compiler(compiler)
-    return aot_module(module, fw_compiler=compile_fn, bw_compiler=compile_fn,
-                      partition_fn=partition_fn, decompositions=decompositions)
+    """A ModuleCapture of `module` for calls shaped like `args`/`kwargs`."""
+    return ModuleCapture(module, partitioner, args, kwargs, compiler)
 
 
 def dynamo_primals(gm, example_inputs) -> List[PrimalInfo]:

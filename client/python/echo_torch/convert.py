@@ -78,6 +78,9 @@ class JointGraph:
     metadata: Dict[str, str] = dataclasses.field(default_factory=dict)
     # (primals, tangents) the graph was traced with (fake tensors).
     example_inputs: Any = None
+    # The backward runs without the gradients of unused outputs (autograd
+    # sends None, executor.without_inputs): the graph may assume them absent.
+    tangents_may_be_missing: bool = False
 
 
 @dataclasses.dataclass
@@ -117,6 +120,9 @@ class ConvertedGraph:
     fwd_outputs: List[Optional[fx.Node]]
     bwd_outputs: List[Optional[fx.Node]]
     first_backward_op: int
+    # Tangents (tensor ids) the graph assumes autograd does not send
+    # (assumed_unused_tangents).
+    unused_tangents: List[str] = dataclasses.field(default_factory=list)
 
     def stash_candidate_bytes(self) -> int:
         """Bytes of forward activations that backward ops read: what the
@@ -213,6 +219,46 @@ def _ancestors(nodes) -> set:
     return seen
 
 
+def _same_meta(a, b) -> bool:
+    """Same shape, dtype and strides (so the sum may be the operand itself;
+    executor.without_inputs checks the same)."""
+    ma = _node_meta(a)
+    return ma is not None and ma == _node_meta(b)
+
+
+def _zero_add_operand(node, zero) -> Optional[fx.Node]:
+    """The operand an add of a zero tangent equals (ops.zero_add_operand)."""
+    pos = ops.zero_add_operand(node.target, node.args, node.kwargs, lambda a: a in zero)
+    other = node.args[pos] if pos is not None else None
+    return other if isinstance(other, fx.Node) and _same_meta(other, node) else None
+
+
+def assumed_unused_tangents(joint: JointGraph, tangent_nodes) -> List[fx.Node]:
+    """The gradients a step is planned without: beside a scalar loss (a
+    tangent of one element), the tangents of the other outputs (Hugging
+    Face's logits beside its loss; eager autograd never makes them, since
+    only the loss is differentiated), when each is only added to another
+    gradient of the same tensor (so the sum is that gradient) and the
+    backward runs without them (JointGraph.tangents_may_be_missing). A
+    gradient that does come anyway is used, with a warning (executor)."""
+    if not joint.tangents_may_be_missing:
+        return []
+    metas = {n: _node_meta(n) for n in tangent_nodes}
+    if not any(m is not None and _numel(m.shape) == 1 and m.dtype.is_floating_point
+               for m in metas.values()):
+        return []
+    unused = [n for n, m in metas.items() if m is not None and _numel(m.shape) > 1]
+    return [n for n in unused if n.users and
+            all(_zero_add_operand(u, {n}) is not None for u in n.users)]
+
+
+def _numel(shape) -> int:
+    count = 1
+    for d in shape:
+        count *= int(d)
+    return count
+
+
 def convert(joint: JointGraph) -> ConvertedGraph:
     gm = joint.module
     graph = _pb.Graph(name=joint.name)
@@ -248,13 +294,18 @@ def convert(joint: JointGraph) -> ConvertedGraph:
 
     # Placeholders and constants.
     primal_nodes, tangent_nodes = [], []
+    unused = set(assumed_unused_tangents(joint, [n for n in gm.graph.nodes if _is_tangent(n)]))
+    if unused:
+        graph.metadata["unused_output_gradients"] = ",".join(
+            n.name for n in gm.graph.nodes if n in unused)
     for node in gm.graph.nodes:
         if node.op == "placeholder":
             if _is_tangent(node):
                 tangent_nodes.append(node)
                 t = add_tensor(node.name, node.name, _node_meta(node),
-                               _pb.TENSOR_ROLE_INPUT)
-                t.is_output = True  # held by autograd through the backward
+                               _pb.TENSOR_ROLE_INPUT, size=0 if node in unused else None)
+                # Held by autograd through the backward, unless never sent.
+                t.is_output = node not in unused
             else:
                 info = (joint.primals[len(primal_nodes)]
                         if len(primal_nodes) < len(joint.primals) else
@@ -306,6 +357,11 @@ def convert(joint: JointGraph) -> ConvertedGraph:
         # A list return (split, unbind) is one schema return for many outputs.
         views = (views + [views[-1] if views else False] * len(out_metas))[:len(out_metas)]
         is_view = bool(out_metas) and all(views) and not written
+        # An add of an unsent gradient is its other operand: 0 bytes, an
+        # alias of that operand's storage (executor.without_inputs).
+        folded = _zero_add_operand(node, unused) if unused else None
+        if folded is not None:
+            views = [True]
         phase = _pb.PHASE_FORWARD if index < first_backward_op else _pb.PHASE_BACKWARD
         outputs: List[Optional[str]] = []
         for pos, out_meta in enumerate(out_metas):
@@ -335,6 +391,9 @@ def convert(joint: JointGraph) -> ConvertedGraph:
             for base in view_bases.get(tid, ()):
                 if base not in inputs:
                     inputs.append(base)
+        if folded is not None and outputs[0] is not None:
+            other = tensor_of[folded]
+            view_bases[outputs[0]] = list(view_bases.get(other) or [other])
         if is_view:
             bases = []
             for tid in inputs:
@@ -421,4 +480,5 @@ def convert(joint: JointGraph) -> ConvertedGraph:
                           tensor_of=tensor_of, producer=producer, size_bytes=size_bytes,
                           view_bases=view_bases, primal_nodes=primal_nodes,
                           tangent_nodes=tangent_nodes, fwd_outputs=fwd_outputs,
-                          bwd_outputs=bwd_outputs, first_backward_op=first_backward_op)
+                          bwd_outputs=bwd_outputs, first_backward_op=first_backward_op,
+                          unused_tangents=[tensor_of[n] for n in tangent_nodes if n in unused])

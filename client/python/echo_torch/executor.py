@@ -21,6 +21,7 @@ saved tensors die during the backward as the memory model assumes.
 """
 import dataclasses
 import operator
+import warnings
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -147,6 +148,14 @@ class Program:
     def __len__(self):
         return len(self.instrs)
 
+    def slots(self) -> set:
+        found = set(self.inputs) | {s for s in self.outputs if s is not None}
+        for instr in self.instrs:
+            found.update(_slots_in((instr.args, instr.kwargs), []))
+            found.update(s for s in (instr.out if isinstance(instr.out, list) else [instr.out])
+                         if s is not None)
+        return found
+
     def to_graph_module(self, slot_meta: Dict[int, Any], slot_names: Dict[int, str]):
         """The same program as an FX GraphModule, for AOTAutograd's
         bookkeeping (it reads the partition's graphs: outputs saved for the
@@ -195,6 +204,104 @@ class Program:
 
     def __copy__(self):
         return self
+
+
+@dataclasses.dataclass(frozen=True)
+class SlotMeta:
+    """What the backward needs to make zeros in place of a missing input."""
+    shape: Tuple[int, ...]
+    stride: Tuple[int, ...]
+    dtype: torch.dtype
+    device: torch.device
+
+    @staticmethod
+    def of(value) -> Optional["SlotMeta"]:
+        if not isinstance(value, torch.Tensor):
+            return None
+        return SlotMeta(tuple(value.shape), tuple(value.stride()), value.dtype, value.device)
+
+    def zeros(self):
+        return torch.empty_strided(self.shape, self.stride, dtype=self.dtype,
+                                   device=self.device).zero_()
+
+
+def _rename(template, alias: Dict[int, int]):
+    return _map_leaves(template, lambda leaf: _Slot(alias.get(leaf.index, leaf.index))
+                       if isinstance(leaf, _Slot) else leaf)
+
+
+def without_inputs(program: Program, missing: Sequence[int],
+                   meta: Dict[int, SlotMeta]) -> Program:
+    """`program` for a call whose inputs at positions `missing` are None: the
+    gradients of forward outputs that nobody used (autograd sends none when
+    the capture turned off materializing zeros for them, capture.py).
+    An add of a missing gradient is its other operand; any other reader gets
+    zeros made right before it (and freed after its last reader); an output
+    that is a missing gradient is None (a parameter reached only through an
+    unused output gets no gradient, as in eager)."""
+    zero = {program.inputs[i] for i in missing}
+    fold = not any(ops.aliasing(i.target)[1] for i in program.instrs)
+    alias: Dict[int, int] = {}
+    next_slot = max(program.slots(), default=-1) + 1
+    instrs: List[_Instr] = []
+
+    def is_zero(leaf):
+        return isinstance(leaf, _Slot) and leaf.index in zero
+
+    for instr in program.instrs:
+        args, kwargs = _rename(instr.args, alias), _rename(instr.kwargs, alias)
+        read = [s for s in dict.fromkeys(_slots_in((args, kwargs), [])) if s in zero]
+        if read:
+            other = ops.zero_add_operand(instr.target, args, kwargs, is_zero)
+            if (fold and other is not None and meta.get(args[other].index) is not None
+                    and meta.get(args[other].index) == meta.get(instr.out)):
+                alias[instr.out] = args[other].index
+                continue
+            made = {}
+            for s in read:
+                made[s], next_slot = next_slot, next_slot + 1
+                instrs.append(_Instr(meta[s].zeros, (), {}, made[s]))
+            args, kwargs = _rename(args, made), _rename(kwargs, made)
+        instrs.append(_Instr(instr.target, args, kwargs, instr.out))
+    outputs = [None if s is None or s in zero else alias.get(s, s) for s in program.outputs]
+    return Program(program.name + "_without_" + "_".join(map(str, missing)),
+                   program.inputs, instrs, outputs)
+
+
+class BackwardProgram(Program):
+    """The backward: runs `without_inputs` variants (made once per pattern)
+    when autograd passes None for unused outputs' gradients. `assumed_missing`:
+    the positions the plan assumed None (convert.py); a gradient at one of
+    them warns once, as the step then holds more than echod predicted."""
+
+    def __init__(self, name, inputs, instrs, outputs, meta: Dict[int, SlotMeta],
+                 assumed_missing: Sequence[int] = ()):
+        super().__init__(name, inputs, instrs, outputs)
+        self.meta = meta
+        self.assumed_missing = tuple(assumed_missing)
+        self._variants: Dict[Tuple[int, ...], Program] = {}
+        self._warned = False
+
+    def __call__(self, *call_args):
+        args = call_args[0] if len(call_args) == 1 and isinstance(call_args[0], list) \
+            else list(call_args)
+        missing = tuple(i for i, a in enumerate(args) if a is None)
+        self._check_assumption(missing)
+        if not missing:
+            return super().__call__(args)
+        variant = self._variants.get(missing)
+        if variant is None:
+            variant = self._variants[missing] = without_inputs(self, missing, self.meta)
+        return variant(args)
+
+    def _check_assumption(self, missing):
+        if self._warned or not set(self.assumed_missing) - set(missing):
+            return
+        self._warned = True
+        warnings.warn(
+            "echo_torch: a forward output the plan assumed unused (beside the loss) got a "
+            "gradient; this step holds that gradient, which echod's prediction left out",
+            RuntimeWarning, stacklevel=2)
 
 
 _PROGRAM_KEY = "echo_torch_program"
@@ -356,12 +463,16 @@ def build_programs(converted: ConvertedGraph,
     used_in_bwd = set(_slots_in([(i.args, i.kwargs) for i in bwd_instrs], []))
     used_in_bwd.update(s for s in bwd_out_slots if s is not None)
     saved = sorted(s for s in used_in_bwd if s < fwd_slot_limit)
-    forward = Program("forward", primal_slots, fwd_instrs, fwd_out_slots + saved)
-    backward = Program("backward", saved + tangent_slots, bwd_instrs, bwd_out_slots)
-    primal_set = set(primal_slots)
     node_of = {tid: node for node, tid in c.tensor_of.items()}
     slot_meta = {s: node_of[t].meta.get("val") for s, t in b.slot_tensor.items()
                  if t in node_of}
+    forward = Program("forward", primal_slots, fwd_instrs, fwd_out_slots + saved)
+    unused = set(c.unused_tangents)
+    backward = BackwardProgram(
+        "backward", saved + tangent_slots, bwd_instrs, bwd_out_slots,
+        {s: SlotMeta.of(v) for s, v in slot_meta.items()},
+        [len(saved) + j for j, t in enumerate(tangent_ids) if t in unused])
+    primal_set = set(primal_slots)
     slot_names = {s: node_of[t].name for s, t in b.slot_tensor.items() if t in node_of}
     return Programs(
         forward=forward, backward=backward,

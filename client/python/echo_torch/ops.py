@@ -191,5 +191,19 @@ def flops(target, args, input_shape, output_shapes):
     return None
 
 
+def zero_add_operand(target, args, kwargs, is_zero) -> Optional[int]:
+    """For `aten.add.Tensor(a, b)` with exactly one operand known to be zero
+    (`is_zero(arg)`), the position of the other one: the sum is that operand
+    (the caller checks that shapes and dtypes agree). None for any other op.
+    How a gradient no one sent is added away (an output's unused gradient
+    is added to the gradient that reaches the same tensor another way)."""
+    if target is not torch.ops.aten.add.Tensor or len(args) != 2 or kwargs.get("alpha", 1) != 1:
+        return None
+    zero = [is_zero(a) for a in args]
+    if zero.count(True) != 1:
+        return None
+    return zero.index(False)
+
+
 def is_getitem(target):
     return target is operator.getitem

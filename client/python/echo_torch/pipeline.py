@@ -39,14 +39,47 @@ class PlanReport:
     message: str = ""
     # Seconds spent before the first step, by stage.
     seconds: Dict[str, float] = dataclasses.field(default_factory=dict)
+    # Forward outputs (bytes) planned as held by the caller to the end of the
+    # step (Hugging Face's logits beside the loss), and the gradients of
+    # outputs planned as never sent (convert.assumed_unused_tangents).
+    output_bytes: int = 0
+    unused_output_gradients: List[str] = dataclasses.field(default_factory=list)
+    # A backend's graphs, when this report sums several (combine).
+    graphs: List["PlanReport"] = dataclasses.field(default_factory=list)
 
     @property
     def saved_bytes_reduction(self) -> int:
         return self.default_saved_bytes - self.planned_saved_bytes
 
+    _SUMMED = ("ops", "tensors", "default_saved_bytes", "planned_saved_bytes",
+               "recompute_executions", "output_bytes")
+
+    @classmethod
+    def combine(cls, reports: List["PlanReport"]) -> "PlanReport":
+        """One report for a backend's graphs: counts and bytes summed, each
+        graph's own report (with its peaks) in `graphs`; peaks are per graph
+        (the graphs of a step do not run at once), so not summed here."""
+        if len(reports) == 1:
+            return reports[0]
+        total = cls(source=f"{len(reports)} graphs", ops=0, tensors=0,
+                    feasible=all(r.feasible is not False for r in reports),
+                    graphs=list(reports))
+        for field in cls._SUMMED:
+            setattr(total, field, sum(getattr(r, field) for r in reports))
+        for r in reports:
+            for op_type, count in r.recomputed_op_types.items():
+                total.recomputed_op_types[op_type] = (
+                    total.recomputed_op_types.get(op_type, 0) + count)
+            total.stash_mismatch.extend(r.stash_mismatch)
+            total.unused_output_gradients.extend(r.unused_output_gradients)
+            for stage, seconds in r.seconds.items():
+                total.seconds[stage] = total.seconds.get(stage, 0.0) + seconds
+        return total
+
     def __str__(self):
         mib = 1 << 20
         lines = [f"echo_torch plan ({self.source}): {self.ops} ops, {self.tensors} tensors"]
+        lines.extend("  " + str(g).replace("\n", "\n  ") for g in self.graphs)
         if self.baseline_peak_bytes is not None:
             lines.append(
                 f"  predicted peak {self.baseline_peak_bytes / mib:.1f} MiB -> "
@@ -59,6 +92,11 @@ class PlanReport:
         lines.append(f"  {self.recompute_executions} recomputations ({types or 'none'})")
         if self.predicted_overhead_ratio is not None:
             lines.append(f"  predicted extra compute {100 * self.predicted_overhead_ratio:.2f}%")
+        lines.append(f"  forward outputs held by the caller to the end of the step: "
+                     f"{self.output_bytes / mib:.1f} MiB")
+        if self.unused_output_gradients:
+            lines.append(f"  planned without the gradients of {len(self.unused_output_gradients)} "
+                         f"output(s) beside the loss (never made unless sent)")
         if self.seconds:
             lines.append("  time before the first step: " + ", ".join(
                 f"{k} {v:.2f} s" for k, v in self.seconds.items()))
@@ -76,6 +114,16 @@ class PlannedGraph:
     report: PlanReport
 
 
+def _forward_output_bytes(converted: ConvertedGraph) -> int:
+    """Bytes of the distinct storages of the forward's outputs."""
+    owners = set()
+    for node in converted.fwd_outputs:
+        tid = converted.tensor_of.get(node) if node is not None else None
+        if tid is not None:
+            owners.update(converted.view_bases.get(tid) or [tid])
+    return sum(converted.size_bytes.get(t, 0) for t in owners)
+
+
 def _make_report(converted: ConvertedGraph, plan, programs) -> PlanReport:
     graph = converted.graph
     types = collections.Counter(graph.ops[i].op_type for i, rec in plan.schedule if rec)
@@ -83,7 +131,9 @@ def _make_report(converted: ConvertedGraph, plan, programs) -> PlanReport:
         source=plan.source, ops=len(graph.ops), tensors=len(graph.tensors),
         default_saved_bytes=converted.stash_candidate_bytes(),
         planned_saved_bytes=sum(converted.size_bytes[t] for t in programs.saved_activation_ids),
-        recompute_executions=programs.recompute_count, recomputed_op_types=dict(types))
+        recompute_executions=programs.recompute_count, recomputed_op_types=dict(types),
+        output_bytes=_forward_output_bytes(converted),
+        unused_output_gradients=list(converted.unused_tangents))
     response = plan.response
     if response is not None:
         report.feasible = response.feasible

@@ -1,6 +1,7 @@
 """Where a plan comes from: echod (the product), or a local rule (the plain
 schedule, a given stash set) for baselines and tests."""
 import dataclasses
+import math
 from typing import List, Optional, Sequence, Tuple
 
 from echo_torch import proto
@@ -50,13 +51,37 @@ class PlanRequestOptions:
     objective: str = "peak_bytes"
 
     def validate(self):
+        """Raises ValueError for combinations echod refuses, so that a
+        wrapped model fails where it is wrapped, not at its first step."""
         if self.policy.upper() not in POLICIES:
             raise ValueError(f"unknown policy {self.policy!r}; one of {sorted(POLICIES)}")
         if self.objective.upper() not in OBJECTIVES:
             raise ValueError(f"unknown objective {self.objective!r}; one of "
                              f"{sorted(name.lower() for name in OBJECTIVES)}")
-        if self.memory_limit_bytes is not None and self.max_overhead_ratio is not None:
+        limit, ratio = self.memory_limit_bytes, self.max_overhead_ratio
+        if limit is not None and ratio is not None:
             raise ValueError("give memory_limit_bytes or max_overhead_ratio, not both")
+        if limit is not None and limit < 0:
+            raise ValueError(f"memory_limit_bytes is negative: {limit}")
+        if ratio is not None and not (math.isfinite(ratio) and ratio >= 0):
+            raise ValueError(f"max_overhead_ratio must be finite and >= 0, got {ratio}")
+        if self.objective.upper() == "STASH_BYTES" and (
+                self.policy.upper() != "AUTO" or limit is not None):
+            raise ValueError('objective="stash_bytes" is policy AUTO\'s with an overhead '
+                             'budget: use policy="AUTO" and max_overhead_ratio (or neither '
+                             'limit), not memory_limit_bytes')
+        if self.policy.upper() == "OPTIMAL" and limit is None:
+            raise ValueError("policy OPTIMAL minimizes the recompute cost under a peak: "
+                             "give memory_limit_bytes")
+
+    def doubtful(self) -> Optional[str]:
+        """Why valid options look like a mistake (a max_overhead_ratio above
+        1, more than double the compute: a percent given as a ratio)."""
+        ratio = self.max_overhead_ratio
+        if ratio is not None and ratio > 1:
+            return (f"max_overhead_ratio={ratio:g} allows {100 * ratio:.0f}% extra compute "
+                    "(it is a ratio: 0.05 is 5%)")
+        return None
 
 
 def plain_schedule(graph) -> List[Tuple[int, bool]]:
