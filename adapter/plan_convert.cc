@@ -161,6 +161,9 @@ void ChunkedRegionToProto(const planner::Graph& request_graph,
   for (const std::string& id : TensorIds(chunked_graph, forward.inputs)) {
     out->add_input_tensor_ids(id);
   }
+  for (const std::string& id : TensorIds(request_graph, region.sliced_inputs)) {
+    out->add_sliced_input_tensor_ids(id);
+  }
   if (region.backward_step == planner::kNoOp) {
     for (const std::string& id : TensorIds(chunked_graph, forward.outputs)) {
       out->add_loss_output_tensor_ids(id);

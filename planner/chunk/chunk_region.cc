@@ -424,6 +424,11 @@ class RegionBuilder {
       return false;
     }
     region.inputs.assign(inputs.begin(), inputs.end());
+    for (TensorIndex t : region.inputs) {
+      if (layout_.Prefix(t) > 0 && !layout_.IsWhole(t)) {
+        region.sliced_inputs.push_back(t);
+      }
+    }
     std::sort(region.inner.begin(), region.inner.end());
     if (region.inner_bytes == 0) {
       *why = "nothing inside the region takes memory";

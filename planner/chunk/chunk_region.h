@@ -46,8 +46,10 @@ struct ChunkRegion {
   // Tensors produced and read only inside the region: never whole when it
   // runs in chunks.
   std::vector<TensorIndex> inner;
-  // Read by the region, produced outside it (the loss's gradient excluded).
+  // Read by the region, produced outside it (the loss's gradient excluded),
+  // and those of them split by rows (the others are read whole).
   std::vector<TensorIndex> inputs;
+  std::vector<TensorIndex> sliced_inputs;
   // The loss's gradient: the backward step's scale.
   TensorIndex loss_gradient = -1;
   // The loss op's outputs that are read outside the region or are outputs.

@@ -142,6 +142,8 @@ struct ChunkedRegionReport {
   int64_t inner_bytes = 0;
   int64_t chunk_workspace_bytes = 0;
   double extra_cost = 0;
+  // The region's inputs split by rows (the others are read whole).
+  std::vector<TensorIndex> sliced_inputs;
   std::string explanation;
 };
 

@@ -263,6 +263,7 @@ void DescribeChunks(const Graph& graph, const ChunkRegionSearch& found,
     report.inner_bytes = step.inner_bytes;
     report.chunk_workspace_bytes = step.chunk_workspace_bytes;
     report.extra_cost = step.extra_cost;
+    report.sliced_inputs = region.sliced_inputs;
     report.explanation = absl::StrFormat(
         "loss '%s' computed in %d chunk(s) of %d rows, gradients in the "
         "forward: %s -> %s at its step",

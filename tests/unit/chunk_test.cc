@@ -74,6 +74,10 @@ TEST(ChunkRegionTest, FindsTheLossAndItsBackward) {
   EXPECT_EQ(graph.tensor(region.loss_gradient).id, "g");
   EXPECT_THAT(TensorIds(graph, region.inputs),
               ::testing::UnorderedElementsAre("h", "wt", "w", "tgt"));
+  // The projection is read whole, the rows and their targets a slice at a
+  // time.
+  EXPECT_THAT(TensorIds(graph, region.sliced_inputs),
+              ::testing::UnorderedElementsAre("h", "tgt"));
   // logits, lp, gl, glog (512 each) and tw (4); the views take nothing.
   EXPECT_EQ(region.inner_bytes, 4 * 512 + 4);
 }
