@@ -31,18 +31,20 @@ bool RowLayout::RowsLast(TensorIndex t) const {
   return shape.size() == 2 && shape[1] == rows_ && shape[0] != rows_;
 }
 
-bool RowLayout::IsWhole(TensorIndex t) const {
-  // A chain of views ends at its base in a few steps; bounded anyway.
-  for (int depth = 0; depth < 16; ++depth) {
-    const Tensor& tensor = graph_.tensor(t);
-    if (IsPersistentRole(tensor.role)) return true;
-    if (tensor.producer == kNoOp || tensor.size_bytes != 0) return false;
-    const std::vector<TensorIndex> args =
-        TensorArgs(graph_.op(tensor.producer));
-    if (args.size() != 1) return false;
-    t = args[0];
-  }
-  return false;
+bool RowLayout::IsWhole(TensorIndex t) const { return IsWholeWithin(t, 8); }
+
+// A function of parameters alone: autocast's cast of a weight, a view of it.
+bool RowLayout::IsWholeWithin(TensorIndex t, int depth) const {
+  const Tensor& tensor = graph_.tensor(t);
+  if (IsPersistentRole(tensor.role)) return true;
+  if (tensor.producer == kNoOp || depth == 0) return false;
+  const Op& op = graph_.op(tensor.producer);
+  if (op.op_class == OpClass::kRandom) return false;
+  const std::vector<TensorIndex> args = TensorArgs(op);
+  return !args.empty() &&
+         std::all_of(args.begin(), args.end(), [&](TensorIndex a) {
+           return IsWholeWithin(a, depth - 1);
+         });
 }
 
 bool RowLayout::BroadcastsOverRows(TensorIndex in, TensorIndex out) const {

@@ -23,7 +23,8 @@ class RowLayout {
   int64_t ElementsPerRow(TensorIndex t) const;
   bool RowsFirst2D(TensorIndex t) const;
   bool RowsLast(TensorIndex t) const;
-  // Depends on no row: a parameter, or a zero-byte view of whole tensors.
+  // Depends on no row: a parameter, or made from whole tensors alone (a
+  // view of a weight, autocast's cast of it), a few ops deep.
   bool IsWhole(TensorIndex t) const;
   // `in` broadcasts over the row axes of rows-first `out` (right-aligned,
   // each of its axes that falls on a row axis is 1).
@@ -34,6 +35,8 @@ class RowLayout {
   std::vector<TensorIndex> TensorArgs(const Op& op) const;
 
  private:
+  bool IsWholeWithin(TensorIndex t, int depth) const;
+
   const Graph& graph_;
   int64_t rows_;
 };

@@ -268,7 +268,8 @@ def default_device(on_cuda: bool) -> str:
 
 def _server_planner(server, policy, memory_limit_bytes, max_overhead_ratio, timeout_seconds,
                     device, allocator_rounding_bytes, max_recompute_depth,
-                    solver_time_limit_seconds, plan_cache, on_cuda, objective):
+                    solver_time_limit_seconds, plan_cache, on_cuda, objective,
+                    chunking="auto", compiler="eager"):
     if allocator_rounding_bytes is None:
         allocator_rounding_bytes = 512 if on_cuda else 0
     if device is None:
@@ -278,7 +279,10 @@ def _server_planner(server, policy, memory_limit_bytes, max_overhead_ratio, time
         max_overhead_ratio=max_overhead_ratio, device=device,
         allocator_rounding_bytes=allocator_rounding_bytes,
         max_recompute_depth=max_recompute_depth,
-        solver_time_limit_seconds=solver_time_limit_seconds, objective=objective)
+        solver_time_limit_seconds=solver_time_limit_seconds, objective=objective,
+        # A chunked region runs as Python around aten ops, which Inductor
+        # cannot lower: with compiler="inductor" plans only recompute.
+        chunking="off" if compiler == "inductor" else chunking)
     options.validate()
     doubt = options.doubtful()
     if doubt:
@@ -298,7 +302,8 @@ def optimize(model: nn.Module, *, server: Optional[str] = None, policy: str = "A
              max_recompute_depth: int = 0, solver_time_limit_seconds: float = 0.0,
              on_error: str = "fallback", measure_workspace: bool = True,
              client_timing: bool = False, plan_cache=True, planner=None,
-             compiler: str = "eager", objective: str = "peak_bytes") -> EchoModule:
+             compiler: str = "eager", objective: str = "peak_bytes",
+             chunking: str = "auto") -> EchoModule:
     """Wraps `model` so that its training steps follow an echod recompute plan.
 
     server: "host:port" or "unix:///path" (default $ECHO_SERVER, else
@@ -318,8 +323,9 @@ def optimize(model: nn.Module, *, server: Optional[str] = None, policy: str = "A
     plan_cache: True (the default cache directory), a PlanCache, or False.
     planner: a local planner (echo_torch.planners) instead of echod.
     compiler: the inner compiler of the planned graphs, "eager" (op by op, as
-    planned) or "inductor". Wrapping an EchoModule again re-wraps its inner
-    module.
+    planned) or "inductor". chunking: "auto" (AUTO may run the loss and its
+    backward in chunks, docs/pytorch.md; eager compiler only) or "off".
+    Wrapping an EchoModule again re-wraps its inner module.
     """
     if isinstance(model, EchoModule):
         warnings.warn("echo_torch: the model is already wrapped by echo_torch.optimize; "
@@ -334,7 +340,7 @@ def optimize(model: nn.Module, *, server: Optional[str] = None, policy: str = "A
         planner, preflight = _server_planner(
             server, policy, memory_limit_bytes, max_overhead_ratio, timeout_seconds, device,
             allocator_rounding_bytes, max_recompute_depth, solver_time_limit_seconds,
-            plan_cache, on_cuda, objective)
+            plan_cache, on_cuda, objective, chunking, compiler)
     return EchoModule(model, planner, on_error=on_error, preflight=preflight,
                       measure_workspace=measure_workspace, client_timing=client_timing,
                       compiler=compiler)
@@ -475,7 +481,7 @@ def backend(*, server: Optional[str] = None, policy: str = "AUTO",
             on_error: str = "fallback", measure_workspace: bool = True,
             client_timing: bool = False, plan_cache=True, planner=None,
             on_cuda: Optional[bool] = None, compiler: str = "eager",
-            objective: str = "peak_bytes") -> EchoBackend:
+            objective: str = "peak_bytes", chunking: str = "auto") -> EchoBackend:
     """A torch.compile backend with the options of `optimize`:
 
         compiled = torch.compile(model, backend=echo_torch.backend(server=...),
@@ -492,7 +498,7 @@ def backend(*, server: Optional[str] = None, policy: str = "AUTO",
         planner, preflight = _server_planner(
             server, policy, memory_limit_bytes, max_overhead_ratio, timeout_seconds, device,
             allocator_rounding_bytes, max_recompute_depth, solver_time_limit_seconds,
-            plan_cache, on_cuda, objective)
+            plan_cache, on_cuda, objective, chunking, compiler)
     return EchoBackend(planner, preflight, on_error, measure_workspace, client_timing,
                        compiler)
 

@@ -37,6 +37,15 @@ class PlanError(ValueError):
 
 
 @dataclasses.dataclass(frozen=True)
+class ChunkStep:
+    """A chunked region's step in a schedule, in place of an op index: its
+    forward step (the region run in chunks, chunked.py) or its backward step
+    (the region's gradients scaled by the loss's gradient)."""
+    runner: Any  # chunked.RegionRunner
+    forward: bool
+
+
+@dataclasses.dataclass(frozen=True)
 class _Slot:
     index: int
 
@@ -390,6 +399,20 @@ class _Builder:
                                   _to_plain(kwargs), out))
         return slots
 
+    def run_chunk(self, step: ChunkStep):
+        runner = step.runner
+        if step.forward:
+            args = tuple(_Slot(self.resolve(t)) for t in runner.inputs)
+            made = runner.loss_outputs + runner.gradients
+            slots = [self.new_slot(t) for t in made]
+            self.instrs.append(_Instr(runner.forward, args, {}, slots))
+            for tid, slot in zip(made, slots):
+                self.current[tid] = slot
+            return
+        args = tuple(_Slot(self.resolve(t))
+                     for t in [runner.loss_gradient] + runner.gradients)
+        self.instrs.append(_Instr(runner.backward, args, {}, self.new_slot()))
+
     def run_op(self, op_index: int, recompute: bool):
         info = self.c.ops[op_index]
         if info.is_view:
@@ -423,14 +446,26 @@ def build_programs(converted: ConvertedGraph,
         primal_slots.append(s)
     tangent_ids = [c.tensor_of[n] for n in c.tangent_nodes]
 
+    # A chunked region's ops run inside its steps, not on their own.
+    chunked = set()
+    for op_index, _ in schedule:
+        if isinstance(op_index, ChunkStep):
+            chunked.update(op_index.runner.op_indices)
+    # The forward ends with the last original forward op or forward step.
+    forward_end = max((i for i, (op, rec) in enumerate(schedule)
+                       if (op.forward if isinstance(op, ChunkStep)
+                           else not rec and op < c.first_backward_op)), default=-1)
     next_original = 0
     recompute_count = 0
     fwd_instrs = fwd_out_slots = None
     fwd_slot_limit = None
-    for op_index, recompute in schedule:
-        if not 0 <= op_index < len(c.ops):
+    for position, (op_index, recompute) in enumerate(schedule):
+        while next_original in chunked:
+            next_original += 1
+        step = op_index if isinstance(op_index, ChunkStep) else None
+        if step is None and not 0 <= op_index < len(c.ops):
             raise PlanError(f"schedule names op index {op_index} outside the graph")
-        if next_original == c.first_backward_op and fwd_instrs is None:
+        if position > forward_end and fwd_instrs is None:
             # Every forward op has run: what follows, recomputations
             # included, is the backward's (a recomputation placed between
             # the forward's end and the first backward op would otherwise
@@ -442,6 +477,9 @@ def build_programs(converted: ConvertedGraph,
             b.view_cache = {}
             for tid in tangent_ids:
                 b.current[tid] = b.new_slot(tid)
+        if step is not None:
+            b.run_chunk(step)
+            continue
         if recompute:
             if op_index >= next_original:
                 raise PlanError(f"op {c.ops[op_index].node.name} recomputed before it ran")
@@ -451,6 +489,8 @@ def build_programs(converted: ConvertedGraph,
                 raise PlanError(f"op {c.ops[op_index].node.name} out of graph order")
             next_original += 1
         b.run_op(op_index, recompute)
+    while next_original in chunked:
+        next_original += 1
     if next_original != len(c.ops):
         raise PlanError(f"schedule ends before op {c.ops[next_original].node.name}")
     if fwd_instrs is None:

@@ -5,7 +5,7 @@ import collections
 import dataclasses
 import time
 import warnings
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 import torch
 
@@ -44,6 +44,11 @@ class PlanReport:
     # outputs planned as never sent (convert.assumed_unused_tangents).
     output_bytes: int = 0
     unused_output_gradients: List[str] = dataclasses.field(default_factory=list)
+    # Loss regions the plan runs in chunks (the plan's ChunkedRegion
+    # messages: chunks, rows, bytes, explanation), and the losses it left
+    # unchunked, with why.
+    chunked_regions: List[Any] = dataclasses.field(default_factory=list)
+    chunking_notes: List[str] = dataclasses.field(default_factory=list)
     # A backend's graphs, when this report sums several (combine).
     graphs: List["PlanReport"] = dataclasses.field(default_factory=list)
 
@@ -100,6 +105,10 @@ class PlanReport:
         if self.seconds:
             lines.append("  time before the first step: " + ", ".join(
                 f"{k} {v:.2f} s" for k, v in self.seconds.items()))
+        for region in self.chunked_regions:
+            lines.append(f"  chunked: {region.explanation}")
+        for note in self.chunking_notes:
+            lines.append(f"  not chunked: {note}")
         if self.stash_mismatch:
             lines.append(f"  stash differs from the plan's: {self.stash_mismatch[:8]}")
         if self.message:
@@ -143,6 +152,8 @@ def _make_report(converted: ConvertedGraph, plan, programs) -> PlanReport:
         report.stash_lower_bound_bytes = response.stash_lower_bound_bytes or None
         report.predicted_overhead_ratio = response.recompute_overhead_ratio
         report.message = response.message
+        report.chunked_regions = list(response.chunked_regions)
+        report.chunking_notes = list(response.chunking_notes)
     if plan.stash_tensor_ids is not None:
         # Graph outputs (e.g. updated batch-norm statistics) are live to the
         # end whether or not a plan lists them.

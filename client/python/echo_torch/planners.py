@@ -2,12 +2,13 @@
 schedule, a given stash set) for baselines and tests."""
 import dataclasses
 import math
-from typing import List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 from echo_torch import proto
 from echo_torch.client import PlannerClient
 from echo_torch.convert import ConvertedGraph
-from echo_torch.executor import PlanError
+from echo_torch.chunked import RegionRunner
+from echo_torch.executor import ChunkStep, PlanError
 from echo_torch.plan_cache import PlanCache
 
 _pl = proto.planner_pb2
@@ -20,6 +21,7 @@ POLICIES = {
     "CHEN_SQRT": _pl.RECOMPUTE_POLICY_CHEN_SQRT,
     "OPTIMAL": _pl.RECOMPUTE_POLICY_OPTIMAL,
 }
+CHUNKING = {"auto": _pl.CHUNKING_MODE_AUTO, "off": _pl.CHUNKING_MODE_OFF}
 OBJECTIVES = {
     "PEAK_BYTES": _pl.RECOMPUTE_OBJECTIVE_PEAK_BYTES,
     "STASH_BYTES": _pl.RECOMPUTE_OBJECTIVE_STASH_BYTES,
@@ -49,10 +51,15 @@ class PlanRequestOptions:
     # step's peak) or "stash_bytes" (the bytes the forward leaves for the
     # backward, never above the plain peak).
     objective: str = "peak_bytes"
+    # "auto": AUTO may run the loss and its backward in chunks (chunked.py);
+    # "off": recompute only.
+    chunking: str = "auto"
 
     def validate(self):
         """Raises ValueError for combinations echod refuses, so that a
         wrapped model fails where it is wrapped, not at its first step."""
+        if self.chunking not in CHUNKING:
+            raise ValueError(f"unknown chunking {self.chunking!r}; one of {sorted(CHUNKING)}")
         if self.policy.upper() not in POLICIES:
             raise ValueError(f"unknown policy {self.policy!r}; one of {sorted(POLICIES)}")
         if self.objective.upper() not in OBJECTIVES:
@@ -151,6 +158,7 @@ def plan_request(graph, options: PlanRequestOptions):
         solver_time_limit_seconds=options.solver_time_limit_seconds,
         objective=OBJECTIVES[options.objective.upper()])
     request.allocator.rounding_bytes = options.allocator_rounding_bytes
+    request.chunking = CHUNKING[options.chunking]
     if options.device:
         request.device.name = options.device
     if options.memory_limit_bytes is not None:
@@ -160,10 +168,18 @@ def plan_request(graph, options: PlanRequestOptions):
     return request
 
 
-def schedule_from_response(converted: ConvertedGraph, response) -> List[Tuple[int, bool]]:
+def schedule_from_response(converted: ConvertedGraph, response) -> List[Tuple[Any, bool]]:
+    """(op index, recompute) per execution; a chunked region's steps are
+    (ChunkStep, False)."""
+    steps = {}
+    for region in response.chunked_regions:
+        runner = RegionRunner(converted, region)
+        steps[region.forward_step_op_id] = ChunkStep(runner, forward=True)
+        if region.backward_step_op_id:
+            steps[region.backward_step_op_id] = ChunkStep(runner, forward=False)
     schedule = []
     for execution in response.schedule:
-        index = converted.op_index.get(execution.op_id)
+        index = converted.op_index.get(execution.op_id, steps.get(execution.op_id))
         if index is None:
             raise PlanError(f"plan names unknown op {execution.op_id!r}")
         schedule.append((index, execution.recompute))

@@ -1,0 +1,351 @@
+"""Runs a chunked region of a plan (docs/design.md, "Plan actions").
+
+echod names a region of the captured graph (its forward and backward ops)
+that maps row i of its inputs to row i of its tensors: a language model's
+output projection, log-softmax and NLL loss, and their backward. The plan
+replaces it by two steps:
+
+- the forward step runs the region's own aten ops on row slices, one chunk
+  after another, forward then backward, at the loss's gradient 1: only a
+  chunk of the [rows, vocab] tensors exists at a time. Gradients leave the
+  region summed over the chunks (a matmul of the transposed rows, a sum over
+  the rows) or written slice by slice;
+- the backward step scales those gradients in place by the loss's gradient
+  (the loss is a scalar, so every gradient is linear in it).
+
+Each op runs on a chunk as it ran on the whole; what changes is only what
+the rows decide: views and (log-)softmax axes are taken on the chunk's
+shape, the NLL loss sums its chunk and divides by the whole batch's total
+weight (its mean), which its backward receives too. Chunked sums add in
+another order than one matmul or one reduction: results agree with the
+unchunked ops to fp32 rounding, not bit for bit.
+"""
+import dataclasses
+import math
+from typing import Any, Dict, List, Optional, Sequence
+
+import torch
+import torch.fx as fx
+
+from echo_torch import ops, proto
+
+_aten = torch.ops.aten
+_ELEMENTWISE = proto.graph_pb2.OP_CLASS_ELEMENTWISE
+
+_RESHAPES = {"view", "_unsafe_view", "reshape", "_reshape_alias"}
+_SOFTMAX_AXIS = {"_log_softmax": 1, "_softmax": 1,
+                 "_log_softmax_backward_data": 2, "_softmax_backward_data": 2}
+
+
+class ChunkError(ValueError):
+    """The region cannot be run in chunks as the plan says."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Ref:
+    tid: str
+
+
+def _row_prefix(shape: Sequence[int], rows: int) -> int:
+    """Leading axes whose product is `rows` (0: none)."""
+    product = 1
+    for i, d in enumerate(shape):
+        product *= d
+        if product == rows:
+            return i + 1
+        if product <= 0 or product > rows:
+            return 0
+    return 0
+
+
+@dataclasses.dataclass
+class _Tensor:
+    shape: tuple
+    dtype: Any
+    prefix: int  # row axes leading (0: not rows first)
+    rows_last: bool  # a transposed [X, rows] matrix
+
+    def chunk_shape(self, n: int) -> tuple:
+        if self.prefix:
+            return (n,) + self.shape[self.prefix:]
+        if self.rows_last:
+            return (self.shape[0], n)
+        return self.shape
+
+
+@dataclasses.dataclass
+class _Step:
+    node: fx.Node
+    kind: str  # "op", "reshape", "softmax", "nll", "nll_backward"
+    args: Any
+    kwargs: Any
+    outputs: List[Optional[str]]
+    frees: List[str]
+    # How each output that leaves the region is made: "sum" (summed over
+    # chunks), "rows" (written slice by slice), "mm_rows" (a matmul written
+    # into its slice).
+    leaves: Dict[str, str]
+    elementwise: bool = False
+
+
+class RegionRunner:
+    """One chunked region of a plan, built from the converted graph and the
+    plan's ChunkedRegion message."""
+
+    def __init__(self, converted, region):
+        self.region = region
+        self.name = region.forward_step_op_id
+        self.rows = int(region.rows)
+        self.chunks = max(1, int(region.chunks))
+        self.chunk_rows = int(region.chunk_rows) or math.ceil(self.rows / self.chunks)
+        self.inputs = list(region.input_tensor_ids)
+        self.sliced = set(region.sliced_input_tensor_ids)
+        self.loss_outputs = list(region.loss_output_tensor_ids)
+        self.gradients = list(region.gradient_tensor_ids)
+        self.loss_gradient = region.loss_gradient_tensor_id
+        self.given_whole = set(self.inputs) - self.sliced
+        self.tensors = self._tensors(converted)
+        op_ids = list(region.forward_op_ids) + list(region.backward_op_ids)
+        missing = [i for i in op_ids if i not in converted.op_index]
+        if missing:
+            raise ChunkError(f"chunked region {self.name} names unknown ops {missing[:3]}")
+        self.op_indices = [converted.op_index[i] for i in op_ids]
+        self.steps = self._steps(converted, op_ids)
+        self.loss_op = next((s for s in self.steps if s.kind == "nll"), None)
+        if self.loss_op is None:
+            raise ChunkError(f"chunked region {self.name} has no nll_loss_forward")
+
+    # ------------------------------------------------------------ building
+
+    def _tensors(self, converted) -> Dict[str, _Tensor]:
+        out = {}
+        for t in converted.graph.tensors:
+            shape = tuple(int(d) for d in t.shape)
+            out[t.id] = _Tensor(shape, None, _row_prefix(shape, self.rows),
+                                len(shape) == 2 and shape[1] == self.rows
+                                and shape[0] != self.rows)
+        for node, tid in converted.tensor_of.items():
+            val = node.meta.get("val")
+            if tid in out and isinstance(val, torch.Tensor):
+                out[tid].dtype = val.dtype
+        return out
+
+    def _steps(self, converted, op_ids) -> List[_Step]:
+        steps = []
+        leaving = set(self.gradients) | set(self.loss_outputs)
+        last_read: Dict[str, int] = {}
+        for i, op_id in enumerate(op_ids):
+            info = converted.ops[converted.op_index[op_id]]
+            node = info.node
+
+            def ref(n):
+                tid = converted.tensor_of.get(n)
+                if tid is None:
+                    if n.op == "get_attr":
+                        return getattr(converted.joint.module, n.target)
+                    raise ChunkError(f"{node.name} reads {n.name}, which has no tensor")
+                last_read[tid] = i
+                return _Ref(tid)
+
+            args = fx.node.map_arg(node.args, ref)
+            kwargs = fx.node.map_arg(node.kwargs, ref)
+            name = ops.base_name(node.target)
+            kind = ("nll" if name == "nll_loss_forward" else
+                    "nll_backward" if name == "nll_loss_backward" else
+                    "reshape" if name in _RESHAPES else
+                    "softmax" if name in _SOFTMAX_AXIS else "op")
+            leaves = {t: self._leave_kind(name, args, t) for t in info.outputs
+                      if t is not None and t in leaving and t in self.gradients}
+            steps.append(_Step(node, kind, _plain(args), _plain(kwargs),
+                               list(info.outputs), [], leaves,
+                               ops.op_class(node.target) == _ELEMENTWISE))
+        for tid, i in last_read.items():
+            if tid not in self.inputs and tid not in leaving:
+                steps[i].frees.append(tid)
+        return steps
+
+    def _leave_kind(self, name, args, tid) -> str:
+        if name == "mm" and isinstance(args[0], _Ref):
+            first = self.tensors[args[0].tid]
+            if first.rows_last:
+                return "sum"
+            if self.tensors[tid].prefix:
+                return "mm_rows"
+        if name == "sum" and not self.tensors[tid].prefix:
+            return "sum"
+        if not self.tensors[tid].prefix:
+            raise ChunkError(f"gradient {tid} of {self.name} is neither summed nor by rows")
+        return "rows"
+
+    # ------------------------------------------------------------ running
+
+    def forward(self, *values):
+        """The region's forward step: its loss outputs, then its gradients
+        at the loss's gradient 1."""
+        given = dict(zip(self.inputs, values))
+        device = next((v.device for v in values if isinstance(v, torch.Tensor)), None)
+        total_weight = self._total_weight(given)
+        # The backward runs at the loss's gradient 1 (scaled in its step).
+        given[self.loss_gradient] = torch.ones((), dtype=total_weight.dtype,
+                                               device=total_weight.device)
+        grads = {t: None for t in self.gradients}
+        loss_sum = None
+        with torch.no_grad():
+            for start in range(0, self.rows, self.chunk_rows):
+                stop = min(self.rows, start + self.chunk_rows)
+                env = {t: self._slice(t, v, start, stop) for t, v in given.items()}
+                part = self._run_chunk(env, grads, start, stop, total_weight, device)
+                loss_sum = part if loss_sum is None else loss_sum + part
+                del env
+        # Row-written gradients were filled as [rows, ...].
+        return self._loss_values(loss_sum, total_weight) + [
+            None if grads[t] is None else grads[t].reshape(self.tensors[t].shape)
+            for t in self.gradients]
+
+    def backward(self, loss_gradient, *gradients):
+        """The region's backward step: the gradients times the loss's
+        gradient, in place."""
+        with torch.no_grad():
+            for g in gradients:
+                if g is not None:
+                    g.mul_(loss_gradient.to(g.dtype))
+        return None
+
+    def _slice(self, tid, value, start, stop):
+        if tid not in self.sliced or not isinstance(value, torch.Tensor):
+            return value
+        info = self.tensors[tid]
+        return value.reshape((self.rows,) + info.shape[info.prefix:])[start:stop]
+
+    def _total_weight(self, given):
+        """The NLL loss's total weight over every row (its mean's divisor),
+        as nll_loss_forward computes it."""
+        args = self.loss_op.args
+        target = _fill(args[1], given)
+        weight = _fill(args[2], given) if len(args) > 2 else None
+        ignore_index = args[4] if len(args) > 4 else -100
+        logp = self.tensors[args[0].tid]
+        valid = target != ignore_index
+        if weight is None:
+            return valid.sum().to(logp.dtype)
+        return (weight[target.clamp(min=0)] * valid).sum().to(logp.dtype)
+
+    def _loss_values(self, loss_sum, total_weight):
+        reduction = self.loss_op.args[3]
+        loss = loss_sum / total_weight if reduction == 1 else loss_sum
+        values = []
+        for tid in self.loss_outputs:
+            position = self.loss_op.outputs.index(tid)
+            values.append(loss if position == 0 else total_weight)
+        return values
+
+    def _run_chunk(self, env, grads, start, stop, total_weight, device):
+        n = stop - start
+        loss_part = None
+        for step in self.steps:
+            args = _fill(step.args, env)
+            kwargs = _fill(step.kwargs, env)
+            if step.kind == "nll":
+                # The chunk's sum; the mean divides by the whole batch's weight.
+                result = list(_aten.nll_loss_forward(args[0], args[1], args[2], 2, args[4]))
+                loss_part = result[0]
+                result[1] = total_weight
+            elif step.kind == "nll_backward":
+                result = _aten.nll_loss_backward(*args[:6], total_weight)
+            elif step.kind == "reshape":
+                out = self.tensors[step.outputs[0]]
+                result = args[0].reshape(out.chunk_shape(n))
+            elif step.kind == "softmax":
+                args = list(args)
+                axis = _SOFTMAX_AXIS[ops.base_name(step.node.target)]
+                rank = len(self.tensors[step.outputs[0]].shape)
+                dim = args[axis]
+                args[axis] = dim - rank if dim >= 0 else dim
+                result = step.node.target(*args, **kwargs)
+            elif step.leaves and self._accumulate(step, args, grads, start, stop):
+                result = None  # written into its gradient
+            else:
+                args = [self._broadcast(a, template, step)
+                        for a, template in zip(args, step.args)]
+                result = step.node.target(*args, **kwargs)
+            if result is not None:
+                self._bind(step, result, env, grads, start, stop)
+            del args, kwargs, result
+            for tid in step.frees:
+                env.pop(tid, None)
+        return loss_part
+
+    def _broadcast(self, value, template, step):
+        """A whole operand broadcast over the rows: without the row axes it
+        spans (they are 1), so it broadcasts over the chunk's one row axis."""
+        whole = (step.elementwise and isinstance(template, _Ref)
+                 and template.tid in self.given_whole)
+        if not whole or not isinstance(value, torch.Tensor) or step.outputs[0] is None:
+            return value
+        out = self.tensors[step.outputs[0]]
+        if not out.prefix or value.dim() <= len(out.shape) - out.prefix:
+            return value
+        keep = len(out.shape) - out.prefix
+        return value.reshape(value.shape[value.dim() - keep:]) if keep else value.reshape(())
+
+    def _accumulate(self, step, args, grads, start, stop) -> bool:
+        """Gradient-leaving matmuls and sums, written into their gradient."""
+        tid = step.outputs[0]
+        kind = step.leaves.get(tid)
+        name = ops.base_name(step.node.target)
+        # Summed in place in the gradient's own dtype: no chunk-sized
+        # partial and no wider accumulator, as the plan's memory says (in
+        # bf16 the sum rounds once per chunk).
+        if kind == "sum" and name == "mm":
+            if grads[tid] is None:
+                grads[tid] = torch.mm(args[0], args[1])
+            else:
+                grads[tid].addmm_(args[0], args[1])
+            return True
+        if kind == "sum" and name == "sum":
+            # Over the rows: the chunk's one row axis.
+            part = args[0].sum(0).reshape(self.tensors[tid].shape)
+            grads[tid] = part if grads[tid] is None else grads[tid].add_(part)
+            return True
+        if kind == "mm_rows" and name == "mm":
+            buffer = self._buffer(tid, grads, args[0])
+            torch.mm(args[0], args[1], out=buffer[start:stop])
+            return True
+        return False
+
+    def _buffer(self, tid, grads, like):
+        if grads[tid] is None:
+            info = self.tensors[tid]
+            grads[tid] = torch.empty((self.rows,) + info.shape[info.prefix:],
+                                     dtype=info.dtype or like.dtype, device=like.device)
+        return grads[tid]
+
+    def _bind(self, step, result, env, grads, start, stop):
+        outs = step.outputs
+        values = list(result) if isinstance(result, (tuple, list)) else [result]
+        for tid, value in zip(outs, values):
+            if tid is None:
+                continue
+            if step.leaves.get(tid) == "rows":
+                self._buffer(tid, grads, value)[start:stop].copy_(value)
+            env[tid] = value
+
+
+def _plain(template):
+    if isinstance(template, (list, tuple)):
+        mapped = [_plain(t) for t in template]
+        return mapped if isinstance(template, list) else tuple(mapped)
+    if isinstance(template, dict):
+        return {k: _plain(v) for k, v in template.items()}
+    return template
+
+
+def _fill(template, env):
+    if isinstance(template, _Ref):
+        return env[template.tid]
+    if isinstance(template, (list, tuple)):
+        filled = [_fill(t, env) for t in template]
+        return filled if isinstance(template, list) else tuple(filled)
+    if isinstance(template, dict):
+        return {k: _fill(v, env) for k, v in template.items()}
+    return template

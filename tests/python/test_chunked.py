@@ -1,0 +1,126 @@
+"""Chunked loss regions through the hook (docs/pytorch.md, "Chunked loss").
+
+A language model's head (projection, log-softmax, NLL) at sizes where echod
+chooses to chunk it: the loss and gradients equal eager's within the
+tolerance chunked sums allow (loss rtol 1e-5; gradients rtol 1e-4, atol
+1e-6: each chunk adds its share of the projection's gradient, in another
+order than one matmul), the forward saves what the plan says, and the
+measured peak is within 1% of echod's prediction. Cross-entropy's options
+are honoured: ignore_index, reduction, class weights, bf16 autocast; label
+smoothing is left unchunked and the plan says why.
+
+Skipped, with the reason printed, when echod is not built.
+"""
+import unittest
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import harness
+import servers
+from echo_torch import optimize, report
+from test_models import ECHOD, SKIP_REASON, EchodChecks
+
+ROWS, VOCAB, DIM = 512, 4096, 64
+
+
+class LMHead(nn.Module):
+    """Embedding, layer norm, an output projection and cross-entropy."""
+
+    def __init__(self, cast=False, **loss_kwargs):
+        super().__init__()
+        self.embed = nn.Embedding(VOCAB, DIM)
+        self.norm = nn.LayerNorm(DIM)
+        self.head = nn.Linear(DIM, VOCAB, bias=False)
+        self.cast = cast
+        if "weight" in loss_kwargs:
+            self.register_buffer("class_weight", loss_kwargs.pop("weight"))
+        else:
+            self.class_weight = None
+        self.loss_kwargs = loss_kwargs
+
+    def forward(self, ids, labels):
+        logits = self.head(self.norm(self.embed(ids)))
+        if self.cast:
+            logits = logits.float()
+        return F.cross_entropy(logits.reshape(-1, VOCAB), labels.reshape(-1),
+                               weight=self.class_weight, **self.loss_kwargs)
+
+
+def _inputs(ignored=0):
+    generator = torch.Generator().manual_seed(3)
+    ids = torch.randint(0, VOCAB, (4, ROWS // 4), generator=generator)
+    labels = torch.randint(0, VOCAB, (4, ROWS // 4), generator=generator)
+    labels.view(-1)[:ignored] = -100
+    return ids, labels
+
+
+@unittest.skipIf(ECHOD is None, SKIP_REASON)
+class ChunkedLossTest(EchodChecks, unittest.TestCase):
+    def run_case(self, model, inputs, expect_chunks=True, bf16=False):
+        torch.manual_seed(0)
+        case = harness.Case(model, inputs)
+        eager = case.run(model)
+        # A budget wide enough that the chunks' launches are affordable at
+        # this small size (they are what it costs on the roofline).
+        wrapped = optimize(model, server=self.echod.address, max_overhead_ratio=1.0,
+                           plan_cache=False, on_error="raise")
+        planned = case.run(wrapped)
+        if bf16:
+            # The projection's gradient sums its chunks in bf16, rounding
+            # once per chunk where one matmul rounds once: bf16's relative
+            # tolerance (1.6e-2), also as an absolute one on the tensor's
+            # scale for elements near zero.
+            torch.testing.assert_close(planned.loss, eager.loss, rtol=1e-5, atol=1e-6)
+            for got, want in zip(planned.grads, eager.grads):
+                scale = want.abs().max().item()
+                torch.testing.assert_close(got, want, rtol=1.6e-2, atol=1.6e-2 * scale)
+            planned.grads = eager.grads  # checked; the rest as for fp32
+        rep = self.check_planned("lm head", planned, eager, eager)
+        regions = rep.chunked_regions
+        if expect_chunks:
+            self.assertEqual(len(regions), 1, rep.message)
+            self.assertGreaterEqual(regions[0].chunks, 2)
+            self.assertIn("chunk(s) of", rep.message)
+        else:
+            self.assertEqual(len(regions), 0, rep.message)
+        return rep
+
+    def test_mean_loss_in_chunks(self):
+        rep = self.run_case(LMHead(), _inputs())
+        # The [rows, vocab] tensors never exist whole.
+        self.assertLess(rep.chunked_regions[0].chunk_workspace_bytes,
+                        rep.chunked_regions[0].inner_bytes)
+        self.assertIn("chunked: loss", str(rep))
+
+    def test_ignore_index_and_sum(self):
+        self.run_case(LMHead(), _inputs(ignored=100))
+        self.run_case(LMHead(reduction="sum"), _inputs(ignored=7))
+
+    def test_class_weights(self):
+        weight = torch.rand(VOCAB, generator=torch.Generator().manual_seed(5)) + 0.5
+        self.run_case(LMHead(weight=weight), _inputs(ignored=3))
+
+    def test_bf16_autocast_logits_cast_to_float(self):
+        model = LMHead(cast=True)
+
+        class Autocast(nn.Module):
+            def __init__(self, inner):
+                super().__init__()
+                self.inner = inner
+
+            def forward(self, *args):
+                with torch.autocast("cpu", dtype=torch.bfloat16):
+                    return self.inner(*args)
+
+        self.run_case(Autocast(model), _inputs(), bf16=True)
+
+    def test_label_smoothing_is_left_alone_and_said(self):
+        rep = self.run_case(LMHead(label_smoothing=0.1), _inputs(), expect_chunks=False)
+        self.assertEqual(len(rep.chunking_notes), 1)
+        self.assertIn("is not chunked", rep.chunking_notes[0])
+
+
+if __name__ == "__main__":
+    unittest.main()
