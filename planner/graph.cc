@@ -115,18 +115,6 @@ absl::string_view OpClassName(OpClass op_class) {
   return "other";
 }
 
-absl::string_view PhaseName(Phase phase) {
-  switch (phase) {
-    case Phase::kForward:
-      return "forward";
-    case Phase::kBackward:
-      return "backward";
-    case Phase::kOptimizer:
-      return "optimizer";
-  }
-  return "forward";
-}
-
 std::string OpDisplayName(const Op& op) {
   std::string name = op.name.empty() ? op.id : op.name;
   std::string detail = op.op_type;

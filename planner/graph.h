@@ -61,7 +61,6 @@ int64_t DTypeSize(DType dtype);
 absl::string_view DTypeName(DType dtype);
 absl::string_view TensorRoleName(TensorRole role);
 absl::string_view OpClassName(OpClass op_class);
-absl::string_view PhaseName(Phase phase);
 
 // Tensors that live the whole iteration regardless of readers.
 inline bool IsPersistentRole(TensorRole role) {

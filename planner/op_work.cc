@@ -1,5 +1,7 @@
-// Shapes and work of ops for the cost model (declared in cost_model.h):
-// GEMM and convolution dims, FLOPs and bytes moved per op class.
+// Shapes and work of ops for the cost model: GEMM and convolution dims,
+// FLOPs and bytes moved per op class.
+#include "planner/op_work.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -11,7 +13,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
-#include "planner/cost_model.h"
 
 namespace echo::planner {
 namespace {

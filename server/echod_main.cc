@@ -12,6 +12,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "server/echo_server.h"
@@ -127,9 +128,22 @@ std::string DefaultCacheDir(const std::string& flag) {
   return "";
 }
 
+// --help names flag files by their path in the repository, not the build
+// machine's ("Flags from server/echod_main.cc").
+std::string RepositoryPath(absl::string_view file) {
+  for (absl::string_view top : {"server/", "planner/", "adapter/", "client/"}) {
+    const size_t at = file.rfind(top);
+    if (at != absl::string_view::npos) return std::string(file.substr(at));
+  }
+  return std::string(file);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  absl::FlagsUsageConfig usage;
+  usage.normalize_filename = RepositoryPath;
+  absl::SetFlagsUsageConfig(usage);
   absl::SetProgramUsageMessage(
       "echod [flags]: the Echo GPU memory planner service. Each flag can also "
       "be set by ECHO_<FLAG_NAME> in the environment.");

@@ -79,7 +79,6 @@ class GraphRegistry {
   void ClearAnswers() { answers_.Clear(); }
 
   CacheStats graph_stats() const { return graphs_.stats(); }
-  CacheStats answer_stats() const { return answers_.stats(); }
 
  private:
   BytesLru<std::shared_ptr<const planner::Graph>> graphs_;

@@ -29,7 +29,6 @@ class ServerMetrics {
   explicit ServerMetrics(std::shared_ptr<prometheus::Registry> registry);
 
   prometheus::Registry& registry() { return *registry_; }
-  std::shared_ptr<prometheus::Registry> shared_registry() { return registry_; }
 
   void RecordRequest(const std::string& method, grpc::StatusCode code,
                      double seconds);

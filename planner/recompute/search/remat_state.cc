@@ -30,7 +30,6 @@ void RematState::Assign(const RematPlan& plan) {
   splits_.resize(n);
   clone_points_ = ClonePoints(problem_, RematPlan{remat_, splits_});
   cost_ = 0;
-  num_clones_ = 0;
   clone_workspace_.clear();
   std::vector<int64_t> delta(end_slot_ + 2, 0);
   for (OpIndex o = 0; o < n; ++o) {
@@ -39,7 +38,6 @@ void RematState::Assign(const RematPlan& plan) {
     delta[MainSlot(o) + 1] -= workspace;
     for (OpIndex at : clone_points_[o]) {
       cost_ += problem_.op_costs[o];
-      ++num_clones_;
       if (workspace > 0) clone_workspace_[at].insert(workspace);
     }
   }
@@ -223,12 +221,10 @@ void RematState::SetClonePoints(OpIndex q, const std::vector<OpIndex>& points) {
   const int64_t workspace = graph_.op(q).workspace_bytes;
   for (OpIndex at : clone_points_[q]) {
     cost_ -= problem_.op_costs[q];
-    --num_clones_;
     if (workspace > 0) UpdateWorkspace(at, workspace, false);
   }
   for (OpIndex at : points) {
     cost_ += problem_.op_costs[q];
-    ++num_clones_;
     if (workspace > 0) UpdateWorkspace(at, workspace, true);
   }
   clone_points_[q].assign(points.begin(), points.end());

@@ -73,7 +73,6 @@ class RematState {
   int32_t num_slots() const { return tree_.size(); }
   // Sum of op costs over the clones.
   double cost() const { return cost_; }
-  int32_t num_clones() const { return num_clones_; }
 
   // The original instance of a tensor, and its clones in schedule order.
   const Interval& original(TensorIndex t) const { return original_[t]; }
@@ -130,7 +129,6 @@ class RematState {
   std::vector<uint8_t> fixed_;
   MaxSegmentTree tree_;
   double cost_ = 0;
-  int32_t num_clones_ = 0;
   // Clone workspaces per pre slot (op index), only the nonzero ones.
   absl::flat_hash_map<OpIndex, std::multiset<int64_t>> clone_workspace_;
   // Scratch.
