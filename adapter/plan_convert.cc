@@ -164,6 +164,9 @@ void ChunkedRegionToProto(const planner::Graph& request_graph,
   for (const std::string& id : TensorIds(request_graph, region.sliced_inputs)) {
     out->add_sliced_input_tensor_ids(id);
   }
+  for (const std::string& id : TensorIds(request_graph, region.zero_inputs)) {
+    out->add_zero_input_tensor_ids(id);
+  }
   if (region.backward_step == planner::kNoOp) {
     for (const std::string& id : TensorIds(chunked_graph, forward.outputs)) {
       out->add_loss_output_tensor_ids(id);
@@ -256,6 +259,8 @@ absl::StatusOr<planner::FitOptions> FitOptionsFromProto(
     options.reserved_bytes = request.reserved_bytes();
   }
   ASSIGN_OR_RETURN(options.memory, MemoryModelFromProto(request.allocator()));
+  ASSIGN_OR_RETURN(options.chunking.enabled,
+                   ChunkingFromProto(request.chunking()));
   return options;
 }
 

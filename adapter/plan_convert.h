@@ -34,9 +34,10 @@ void FillPlanResponse(const planner::Graph& graph,
                       planner::RecomputePolicy policy,
                       v1::GenerateRecomputePlanResponse* response);
 
-// The request's budget and allocator; device_memory_bytes is the caller's
-// (from the resolved device). An unset max_overhead_ratio stays unset (the
-// planner's default applies); 0 means no extra compute.
+// The request's budget, allocator and chunking; device_memory_bytes and the
+// chunks' launch cost are the caller's (from the resolved device and its
+// costs). An unset max_overhead_ratio stays unset (the planner's default
+// applies); 0 means no extra compute.
 absl::StatusOr<planner::FitOptions> FitOptionsFromProto(
     const v1::CheckFitRequest& request);
 

@@ -151,6 +151,11 @@ void FillEstimateRequest(const EchoctlFlags& flags,
   request->set_max_live_tensors(flags.live_tensors);
 }
 
+v1::ChunkingMode ChunkingModeOf(const EchoctlFlags& flags) {
+  return flags.chunking == "off" ? v1::CHUNKING_MODE_OFF
+                                 : v1::CHUNKING_MODE_AUTO;
+}
+
 void FillPlanRequest(const EchoctlFlags& flags,
                      v1::GenerateRecomputePlanRequest* request) {
   request->set_policy(flags.policy);
@@ -165,8 +170,7 @@ void FillPlanRequest(const EchoctlFlags& flags,
   request->mutable_allocator()->set_rounding_bytes(
       flags.allocator_rounding_bytes);
   request->set_solver_time_limit_seconds(flags.solver_time_limit_seconds);
-  request->set_chunking(flags.chunking == "off" ? v1::CHUNKING_MODE_OFF
-                                                : v1::CHUNKING_MODE_AUTO);
+  request->set_chunking(ChunkingModeOf(flags));
 }
 
 void FillFrontierRequest(const EchoctlFlags& flags,
@@ -175,6 +179,7 @@ void FillFrontierRequest(const EchoctlFlags& flags,
   request->mutable_allocator()->set_rounding_bytes(
       flags.allocator_rounding_bytes);
   request->set_max_points(flags.max_points);
+  request->set_chunking(ChunkingModeOf(flags));
 }
 
 int RunEstimate(PlannerClient& client, const EchoctlFlags& flags) {
@@ -299,6 +304,7 @@ int RunFit(PlannerClient& client, const EchoctlFlags& flags) {
   v1::CheckFitRequest request;
   if (!SetGraph(flags, &request)) return 1;
   request.set_include_max_batch(flags.include_max_batch);
+  request.set_chunking(ChunkingModeOf(flags));
   if (flags.devices.empty()) {
     request.mutable_device()->set_name(flags.device);
   } else {
@@ -432,6 +438,7 @@ int RunMaxBatch(PlannerClient& client, const EchoctlFlags& flags) {
   request.set_min_batch_size(flags.min_batch);
   request.set_max_batch_size(flags.max_batch);
   request.set_multiple_of(flags.multiple_of);
+  request.set_chunking(ChunkingModeOf(flags));
   absl::StatusOr<v1::FindMaxBatchSizeResponse> response =
       client.FindMaxBatchSize(request);
   if (!response.ok()) return RpcError(response.status());

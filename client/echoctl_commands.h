@@ -34,8 +34,8 @@ struct EchoctlFlags {
   std::optional<int64_t> memory_limit_bytes;
   std::optional<double> max_overhead_ratio;
   double solver_time_limit_seconds = 0;
-  // plan, report: whether AUTO may run loss regions in chunks ("auto", the
-  // default, or "off").
+  // plan, report, fit, max-batch, frontier: whether AUTO may run loss
+  // regions in chunks ("auto", the default, or "off").
   std::string chunking = "auto";
   int64_t allocator_rounding_bytes = 0;
   int32_t live_tensors = 10;
@@ -64,6 +64,8 @@ bool LoadGraph(const EchoctlFlags& flags, v1::Graph* graph);
 // A request's fields from the flags, all but the graph.
 void FillEstimateRequest(const EchoctlFlags& flags,
                          v1::EstimateMemoryRequest* request);
+// --chunking as the requests' ChunkingMode.
+v1::ChunkingMode ChunkingModeOf(const EchoctlFlags& flags);
 void FillPlanRequest(const EchoctlFlags& flags,
                      v1::GenerateRecomputePlanRequest* request);
 void FillFrontierRequest(const EchoctlFlags& flags,

@@ -123,6 +123,16 @@ CLI::Option* AddOverheadFlag(CLI::App* command, double& ratio) {
       ->check(CLI::NonNegativeNumber);
 }
 
+// plan, report, fit, max-batch, frontier: the same chunking as the plan.
+void AddChunkingFlag(CLI::App* command, EchoctlFlags& flags) {
+  command
+      ->add_option("--chunking", flags.chunking,
+                   "auto: AUTO may run a loss and its backward in chunks; "
+                   "off: recompute only")
+      ->check(CLI::IsMember({"auto", "off"}))
+      ->capture_default_str();
+}
+
 struct PlanFlags {
   CLI::Option* memory_limit;
   CLI::Option* overhead_ratio;
@@ -153,12 +163,7 @@ PlanFlags AddPlanFlags(CLI::App* command, EchoctlFlags& flags,
                    flags.solver_time_limit_seconds,
                    "OPTIMAL's time limit (0: the server's default)")
       ->check(CLI::NonNegativeNumber);
-  command
-      ->add_option("--chunking", flags.chunking,
-                   "auto: AUTO may run a loss and its backward in chunks; "
-                   "off: recompute only")
-      ->check(CLI::IsMember({"auto", "off"}))
-      ->capture_default_str();
+  AddChunkingFlag(command, flags);
   return added;
 }
 
@@ -262,6 +267,7 @@ int main(int argc, char** argv) {
   fit->add_flag("--max_batch", flags.include_max_batch,
                 "also each device's largest batch (graphs with a batch "
                 "dimension, e.g. --batch_dim auto)");
+  AddChunkingFlag(fit, flags);
   AddRoundingFlag(fit, flags);
 
   CLI::App* max_batch = app.add_subcommand(
@@ -285,6 +291,7 @@ int main(int argc, char** argv) {
       ->add_option("--multiple_of", flags.multiple_of,
                    "only batches that are multiples of this")
       ->check(CLI::PositiveNumber);
+  AddChunkingFlag(max_batch, flags);
   AddRoundingFlag(max_batch, flags);
 
   CLI::App* frontier = app.add_subcommand(
@@ -296,6 +303,7 @@ int main(int argc, char** argv) {
       ->add_option("--max_points", flags.max_points,
                    "memory limits to sweep (default 12, at most 64)")
       ->check(CLI::Range(2, 64));
+  AddChunkingFlag(frontier, flags);
   AddRoundingFlag(frontier, flags);
 
   CLI::App* report = app.add_subcommand(

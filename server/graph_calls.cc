@@ -74,6 +74,7 @@ absl::Status PlannerService::FitDevices(grpc::CallbackServerContext* context,
     }
     const planner::DeviceSpec& spec = *costed.device;
     options.device_memory_bytes = spec.memory_bytes;
+    PriceChunkLaunches(costed.costs, &options.chunking);
     ASSIGN_OR_RETURN(
         const planner::FitResult fit,
         planner::CheckFit(*costed.graph, costed.costs.Costs(), options));
@@ -86,6 +87,7 @@ absl::Status PlannerService::FitDevices(grpc::CallbackServerContext* context,
       batch_options.memory = options.memory;
       batch_options.reserved_bytes = fit.reserved_bytes;
       batch_options.max_overhead_ratio = options.max_overhead_ratio;
+      batch_options.chunking = options.chunking;
       batch_options.interrupted = options.interrupted;
       ASSIGN_OR_RETURN(const planner::MaxBatchResult batch,
                        MaxBatchOn(*costed.graph, spec, batch_options));

@@ -116,6 +116,14 @@ absl::StatusOr<PlannerService::CostedGraph> PlannerService::PrepareGraph(
   return CostedGraph{std::move(graph), std::move(resolved), std::move(costs)};
 }
 
+void PlannerService::PriceChunkLaunches(const planner::CostTable& costs,
+                                        planner::ChunkingOptions* chunking) {
+  chunking->launch_cost =
+      costs.unit == planner::kSecondsUnit
+          ? planner::CostModelOptions().launch_overhead_seconds
+          : planner::ChunkingOptions().launch_cost;
+}
+
 absl::Status PlannerService::PlanOptimal(
     const v1::GenerateRecomputePlanRequest& request, const CostedGraph& costed,
     const planner::RecomputePlanOptions& options,
@@ -186,10 +194,7 @@ absl::Status PlannerService::DoGenerateRecomputePlan(
   std::shared_ptr<const planner::Graph> plan_graph;
   if (planned.ok()) {
     plan_graph = costed->graph;
-    if (costed->costs.unit == planner::kSecondsUnit) {
-      options.chunking.launch_cost =
-          planner::CostModelOptions().launch_overhead_seconds;
-    }
+    PriceChunkLaunches(costed->costs, &options.chunking);
   }
   if (planned.ok() && options.policy == planner::RecomputePolicy::kOptimal) {
     planned = PlanOptimal(request, *costed, options, response);

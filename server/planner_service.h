@@ -19,8 +19,8 @@
 #include "echo/v1/planner.grpc.pb.h"
 #include "planner/cost_model.h"
 #include "planner/graph.h"
-#include "planner/schedule/batch_search.h"
 #include "planner/recompute/plan.h"
+#include "planner/schedule/batch_search.h"
 #include "server/call_authorizer.h"
 #include "server/call_context.h"
 #include "server/graph_registry.h"
@@ -163,6 +163,12 @@ class PlannerService final : public RawPlannerService {
     }
     return "";
   }
+  // The chunks' launch cost in the unit of `costs`: the cost model's kernel
+  // launch overhead when they are seconds, else unknown (chunk_rewrite.h).
+  // The one place it is set: plans, fit checks, batch searches and
+  // frontiers price chunks alike, so a scheduler's answer is the plan's.
+  static void PriceChunkLaunches(const planner::CostTable& costs,
+                                 planner::ChunkingOptions* chunking);
   // CheckFit's work: one device or many (graph_calls.cc).
   absl::Status FitDevices(grpc::CallbackServerContext* context,
                           const v1::CheckFitRequest& request,

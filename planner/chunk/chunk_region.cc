@@ -334,6 +334,13 @@ class RegionBuilder {
           region.loss_gradient = t;
           continue;
         }
+        if (IsNeverSent(t)) {
+          if (std::find(region.zero_inputs.begin(), region.zero_inputs.end(),
+                        t) == region.zero_inputs.end()) {
+            region.zero_inputs.push_back(t);
+          }
+          continue;
+        }
         const bool pullable =
             p != kNoOp && IsZeroByteView(p, region.forward_ops.back()) &&
             std::all_of(graph_.tensor(t).readers.begin(),
@@ -362,6 +369,18 @@ class RegionBuilder {
       }
     }
     return true;
+  }
+
+  // A zero-byte graph input the client says is never sent.
+  bool IsNeverSent(TensorIndex t) const {
+    const Tensor& tensor = graph_.tensor(t);
+    if (tensor.producer != kNoOp || tensor.size_bytes != 0) return false;
+    auto it = graph_.metadata().find(kUnusedOutputGradientsKey);
+    if (it == graph_.metadata().end()) return false;
+    for (absl::string_view id : absl::StrSplit(it->second, ',')) {
+      if (id == tensor.id) return true;
+    }
+    return false;
   }
 
   bool IsZeroByteView(OpIndex o, OpIndex step) const {
@@ -396,7 +415,9 @@ class RegionBuilder {
       for (OpIndex o : ops) {
         for (TensorIndex t : graph_.op(o).inputs) {
           if (!region_ops_.count(graph_.tensor(t).producer) &&
-              t != region.loss_gradient) {
+              t != region.loss_gradient &&
+              std::find(region.zero_inputs.begin(), region.zero_inputs.end(),
+                        t) == region.zero_inputs.end()) {
             inputs.insert(t);
           }
         }

@@ -52,6 +52,10 @@ struct ChunkRegion {
   std::vector<TensorIndex> sliced_inputs;
   // The loss's gradient: the backward step's scale.
   TensorIndex loss_gradient = -1;
+  // Gradients of other outputs the backward adds that the client says are
+  // never sent (kUnusedOutputGradientsKey): zero, so the adds are the
+  // identity.
+  std::vector<TensorIndex> zero_inputs;
   // The loss op's outputs that are read outside the region or are outputs.
   std::vector<TensorIndex> loss_outputs;
   // Backward tensors read outside the region: what the region hands on.
@@ -59,6 +63,11 @@ struct ChunkRegion {
   // Allocated bytes of `inner`, summed: what the unchunked region makes.
   int64_t inner_bytes = 0;
 };
+
+// Graph metadata: comma-separated ids of graph inputs (gradients of outputs
+// beside the loss) that the client plans as never sent (the PyTorch hook's
+// Hugging Face logits).
+inline constexpr char kUnusedOutputGradientsKey[] = "unused_output_gradients";
 
 struct ChunkRegionSearch {
   std::vector<ChunkRegion> regions;

@@ -142,8 +142,10 @@ struct ChunkedRegionReport {
   int64_t inner_bytes = 0;
   int64_t chunk_workspace_bytes = 0;
   double extra_cost = 0;
-  // The region's inputs split by rows (the others are read whole).
+  // The region's inputs split by rows (the others are read whole), and the
+  // never-sent gradients it takes as zero (chunk_region.h).
   std::vector<TensorIndex> sliced_inputs;
+  std::vector<TensorIndex> zero_inputs;
   std::string explanation;
 };
 
@@ -200,6 +202,8 @@ struct FitOptions {
   // means kDefaultMaxOverheadRatio, 0 means no extra compute at all.
   std::optional<double> max_overhead_ratio;
   MemoryModelOptions memory;
+  // AUTO's chunked loss regions, as in RecomputePlanOptions.
+  ChunkingOptions chunking;
   Interrupt interrupted;  // as in RecomputePlanOptions
 };
 

@@ -245,6 +245,21 @@ std::vector<int32_t> ChunkCounts(int64_t rows, const ChunkingOptions& options) {
   return counts;
 }
 
+// Whether AUTO weighs chunked loss regions for these options.
+bool ChunkingApplies(const RecomputePlanOptions& options) {
+  return options.chunking.enabled && options.policy == RecomputePolicy::kAuto &&
+         options.objective == RecomputeObjective::kPeakBytes;
+}
+
+// The rows of the largest region: what the chunk counts are drawn for.
+int64_t MaxRegionRows(const ChunkRegionSearch& found) {
+  int64_t rows = 0;
+  for (const ChunkRegion& region : found.regions) {
+    rows = std::max(rows, region.rows);
+  }
+  return rows;
+}
+
 // The plan of chunked graph `chunked`, told in the request graph's terms.
 void DescribeChunks(const Graph& graph, const ChunkRegionSearch& found,
                     ChunkedGraph chunked, RecomputePlan& plan) {
@@ -264,6 +279,7 @@ void DescribeChunks(const Graph& graph, const ChunkRegionSearch& found,
     report.chunk_workspace_bytes = step.chunk_workspace_bytes;
     report.extra_cost = step.extra_cost;
     report.sliced_inputs = region.sliced_inputs;
+    report.zero_inputs = region.zero_inputs;
     report.explanation = absl::StrFormat(
         "loss '%s' computed in %d chunk(s) of %d rows, gradients in the "
         "forward: %s -> %s at its step",
@@ -286,13 +302,9 @@ absl::StatusOr<RecomputePlan> PlanWithChunks(
   const double cost_budget =
       options.max_overhead_ratio.value_or(kDefaultMaxOverheadRatio) *
       budget.baseline_cost * (1 + kBudgetSlack);
-  int64_t rows = 0;
-  for (const ChunkRegion& region : found.regions) {
-    rows = std::max(rows, region.rows);
-  }
   int64_t lower_bound = best.peak_lower_bound_bytes;
   std::optional<RecomputePlan> previous;
-  for (int32_t chunks : ChunkCounts(rows, options.chunking)) {
+  for (int32_t chunks : ChunkCounts(MaxRegionRows(found), options.chunking)) {
     ASSIGN_OR_RETURN(ChunkedGraph chunked,
                      ChunkGraph(graph, op_costs, found.regions, chunks,
                                 options.memory, options.chunking.launch_cost));
@@ -327,6 +339,24 @@ absl::Status PrecheckRecomputePlan(const Graph& graph,
   return pass->Precheck(MakePassInput(problem, options));
 }
 
+absl::StatusOr<int64_t> PlanPeakLowerBound(
+    const Graph& graph, const RecomputePlanOptions& options) {
+  const int64_t bound = PeakLowerBound(graph, options.memory);
+  const ChunkRegionSearch found =
+      ChunkingApplies(options) ? FindChunkRegions(graph) : ChunkRegionSearch{};
+  if (found.regions.empty()) return bound;
+  // The most chunks AUTO may try bound every count: the chunked graphs
+  // differ only in the forward step's workspace, one chunk's tensors at
+  // once, which shrink with its rows. Peaks do not depend on costs.
+  const std::vector<double> no_costs(graph.num_ops(), 0.0);
+  ASSIGN_OR_RETURN(
+      const ChunkedGraph chunked,
+      ChunkGraph(graph, no_costs, found.regions,
+                 ChunkCounts(MaxRegionRows(found), options.chunking).back(),
+                 options.memory, options.chunking.launch_cost));
+  return std::min(bound, PeakLowerBound(chunked.graph, options.memory));
+}
+
 absl::StatusOr<RecomputePlan> GenerateRecomputePlan(
     const Graph& graph, const std::vector<double>& op_costs,
     const RecomputePlanOptions& options) {
@@ -337,9 +367,7 @@ absl::StatusOr<RecomputePlan> GenerateRecomputePlan(
   budget.baseline_cost = 0;
   for (double cost : op_costs) budget.baseline_cost += cost;
   budget.baseline_peak = SimulatePlain(graph, options.memory).peak_bytes;
-  const bool chunking = options.chunking.enabled &&
-                        options.policy == RecomputePolicy::kAuto &&
-                        options.objective == RecomputeObjective::kPeakBytes;
+  const bool chunking = ChunkingApplies(options);
   const ChunkRegionSearch found =
       chunking ? FindChunkRegions(graph) : ChunkRegionSearch{};
   absl::StatusOr<RecomputePlan> planned =

@@ -36,6 +36,14 @@ absl::StatusOr<RecomputePlan> GenerateRecomputePlan(
     const Graph& graph, const std::vector<double>& op_costs,
     const RecomputePlanOptions& options);
 
+// No plan GenerateRecomputePlan returns for `graph` with `options` peaks
+// lower: the least of PeakLowerBound of the graph and, where AUTO may chunk
+// (options.chunking), of the graph chunked in the most chunks AUTO may try
+// (which bounds the fewer). For searches that skip planning where nothing
+// can fit (schedule/).
+absl::StatusOr<int64_t> PlanPeakLowerBound(const Graph& graph,
+                                           const RecomputePlanOptions& options);
+
 // What GenerateRecomputePlan refuses before planning (bad inputs and
 // options: INVALID_ARGUMENT; an OPTIMAL model too big for the solver:
 // FAILED_PRECONDITION), without planning, in O(graph): for callers that

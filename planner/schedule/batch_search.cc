@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <deque>
+#include <optional>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -54,6 +55,26 @@ absl::Status ValidateMaxBatch(const MaxBatchOptions& options, double ratio) {
   return ValidateMemoryModelOptions(options.memory);
 }
 
+// AUTO's options for a search's plans (MaxBatchOptions, FrontierOptions);
+// the caller sets the budget.
+template <typename SearchOptions>
+RecomputePlanOptions AutoOptions(const SearchOptions& options) {
+  RecomputePlanOptions plan_options;
+  plan_options.memory = options.memory;
+  plan_options.chunking = options.chunking;
+  plan_options.interrupted = options.interrupted;
+  return plan_options;
+}
+
+// `scaler`'s graph at candidate k; null where a size overflows int64 (a
+// batch that big fits nothing).
+absl::StatusOr<const Graph*> ScaledOrNull(BatchScaler& scaler, int64_t k,
+                                          int64_t multiple_of) {
+  absl::StatusOr<const Graph*> at = scaler.At(k * multiple_of);
+  if (absl::IsResourceExhausted(at.status())) return nullptr;
+  return at;
+}
+
 BatchFit ToBatchFit(const BatchBracketSearch& search, std::optional<int64_t> k,
                     int64_t multiple_of) {
   BatchFit fit;
@@ -94,12 +115,9 @@ absl::StatusOr<MaxBatchResult> FindMaxBatchSize(
   result.usable_bytes = options.device_memory_bytes - options.reserved_bytes;
   const int64_t usable = result.usable_bytes;
 
-  // A batch whose sizes overflow int64 does not fit anything.
-  auto scaled = [&](int64_t k) -> absl::StatusOr<const Graph*> {
-    absl::StatusOr<const Graph*> at = scaler.At(k * m);
-    if (absl::IsResourceExhausted(at.status())) return nullptr;
-    return at;
-  };
+  auto scaled = [&](int64_t k) { return ScaledOrNull(scaler, k, m); };
+  // Chunking (options.chunking) lowers the bound and the plans' peaks.
+  const RecomputePlanOptions auto_options = AutoOptions(options);
   BatchBracketSearch plain(
       [&](int64_t k) -> absl::StatusOr<BatchProbe> {
         ASSIGN_OR_RETURN(const Graph* g, scaled(k));
@@ -118,7 +136,8 @@ absl::StatusOr<MaxBatchResult> FindMaxBatchSize(
         ASSIGN_OR_RETURN(const Graph* g, scaled(k));
         BatchProbe probe;
         if (g == nullptr) return probe;
-        probe.peak_bytes = PeakLowerBound(*g, options.memory);
+        ASSIGN_OR_RETURN(probe.peak_bytes,
+                         PlanPeakLowerBound(*g, auto_options));
         probe.fits = probe.peak_bytes <= usable;
         return probe;
       },
@@ -153,15 +172,14 @@ absl::StatusOr<MaxBatchResult> FindMaxBatchSize(
         BatchProbe probe;
         if (g == nullptr) return probe;
         // No schedule goes below the bound: skip planning.
-        const int64_t lower_bound = PeakLowerBound(*g, options.memory);
+        ASSIGN_OR_RETURN(const int64_t lower_bound,
+                         PlanPeakLowerBound(*g, auto_options));
         if (lower_bound > usable) {
           probe.peak_bytes = lower_bound;
           return probe;
         }
         ASSIGN_OR_RETURN(const std::vector<double> costs, op_costs(*g));
-        RecomputePlanOptions plan_options;
-        plan_options.memory = options.memory;
-        plan_options.interrupted = options.interrupted;
+        RecomputePlanOptions plan_options = auto_options;
         plan_options.memory_limit_bytes = std::max<int64_t>(usable, 1);
         ASSIGN_OR_RETURN(const RecomputePlan plan,
                          GenerateRecomputePlan(*g, costs, plan_options));
@@ -190,16 +208,22 @@ absl::StatusOr<MaxBatchResult> FindMaxBatchSize(
     ASSIGN_OR_RETURN(const Graph* g, scaled(auto_lo + 1));
     if (g == nullptr) return std::nullopt;
     ASSIGN_OR_RETURN(const std::vector<double> costs, op_costs(*g));
-    RecomputePlanOptions plan_options;
-    plan_options.memory = options.memory;
-    plan_options.interrupted = options.interrupted;
+    RecomputePlanOptions plan_options = auto_options;
     plan_options.max_overhead_ratio = ratio;
     ASSIGN_OR_RETURN(const RecomputePlan plan,
                      GenerateRecomputePlan(*g, costs, plan_options));
     ++result.plans_evaluated;
+    // A chunked plan's schedule runs on its chunked graph: that graph is
+    // rescaled (its chunks' workspace with the batch, as if the chunk count
+    // stayed).
+    std::optional<BatchScaler> chunked;
+    if (plan.chunked_graph != nullptr) {
+      ASSIGN_OR_RETURN(chunked, BatchScaler::Create(*plan.chunked_graph));
+    }
+    BatchScaler& replay_scaler = chunked.has_value() ? *chunked : scaler;
     BatchBracketSearch replays(
         [&](int64_t k) -> absl::StatusOr<BatchProbe> {
-          ASSIGN_OR_RETURN(const Graph* at, scaled(k));
+          ASSIGN_OR_RETURN(const Graph* at, ScaledOrNull(replay_scaler, k, m));
           BatchProbe probe;
           if (at == nullptr) return probe;
           ASSIGN_OR_RETURN(const SimulationResult replay,
@@ -273,14 +297,16 @@ absl::StatusOr<MemoryFrontier> ComputeMemoryFrontier(
   MemoryFrontier frontier;
   frontier.baseline_peak_bytes =
       SimulatePlain(graph, options.memory).peak_bytes;
-  frontier.peak_lower_bound_bytes = PeakLowerBound(graph, options.memory);
+  RecomputePlanOptions auto_options = AutoOptions(options);
+  auto_options.max_recompute_depth = options.max_recompute_depth;
+  // With chunking, below the plain graph's bound: chunks never hold the
+  // loss's tensors whole.
+  ASSIGN_OR_RETURN(frontier.peak_lower_bound_bytes,
+                   PlanPeakLowerBound(graph, auto_options));
 
   std::vector<FrontierPoint> found;
   auto plan_at = [&](int64_t limit) -> absl::StatusOr<RecomputePlan> {
-    RecomputePlanOptions plan_options;
-    plan_options.memory = options.memory;
-    plan_options.interrupted = options.interrupted;
-    plan_options.max_recompute_depth = options.max_recompute_depth;
+    RecomputePlanOptions plan_options = auto_options;
     plan_options.memory_limit_bytes = limit;
     ASSIGN_OR_RETURN(RecomputePlan plan,
                      GenerateRecomputePlan(graph, op_costs, plan_options));
@@ -292,7 +318,10 @@ absl::StatusOr<MemoryFrontier> ComputeMemoryFrontier(
       point.recompute_cost = plan.recompute_cost;
       point.recompute_overhead_ratio = plan.recompute_overhead_ratio;
       point.memory_limit_bytes = limit;
-      point.plan_fingerprint = PlanFingerprint(graph, plan.schedule);
+      // As GenerateRecomputePlan's response: over the graph the schedule
+      // indexes (the chunked one for a chunked plan).
+      point.plan_fingerprint =
+          PlanFingerprint(PlanGraph(graph, plan), plan.schedule);
       for (const Execution& e : plan.schedule)
         point.recompute_count += e.recompute;
       found.push_back(std::move(point));

@@ -28,68 +28,31 @@
 // down to the smallest peak AUTO reaches (in bisection order, within a time
 // budget) and keeps the Pareto set of (peak, extra compute). Each point carries
 // the memory limit it was planned at: GenerateRecomputePlan(AUTO,
-// memory_limit_bytes = that limit) on the same graph, costs and options returns
-// the same plan, whose fingerprint (PlanFingerprint, plan.h) is the point's.
+// memory_limit_bytes = that limit) on the same graph, costs and options
+// (chunking included) returns the same plan, whose fingerprint
+// (PlanFingerprint over PlanGraph, plan.h) is the point's.
+//
+// With chunking (ChunkingOptions::enabled), every plan either search makes
+// may run the loss in chunks, and the lower bounds (the batch search's
+// bound, the frontier's peak_lower_bound_bytes) are PlanPeakLowerBound's,
+// which counts chunked graphs.
 #ifndef ECHO_PLANNER_SCHEDULE_BATCH_SEARCH_H_
 #define ECHO_PLANNER_SCHEDULE_BATCH_SEARCH_H_
 
 #include <cstdint>
 #include <functional>
-#include <optional>
-#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "planner/graph.h"
 #include "planner/recompute/plan.h"
+#include "planner/schedule/search_types.h"
 
 namespace echo::planner {
 
 // The op costs of a graph (the cost model on the graph at some batch).
 using OpCostFn =
     std::function<absl::StatusOr<std::vector<double>>(const Graph& graph)>;
-
-// Batches above this are not searched (no device holds them).
-inline constexpr int64_t kMaxBatchSearchLimit = int64_t{1} << 30;
-inline constexpr int32_t kDefaultFrontierPoints = 12;
-inline constexpr int32_t kMaxFrontierPoints = 64;
-// Larger graphs get RESOURCE_EXHAUSTED from MemoryFrontier (one AUTO plan
-// per point would take minutes).
-inline constexpr int32_t kDefaultFrontierMaxOps = 200000;
-// The sweep plans no further limits once this much time has passed (the
-// points found are exact; MemoryFrontier::truncated says so).
-inline constexpr double kDefaultFrontierTimeBudgetSeconds = 1.0;
-
-struct MaxBatchOptions {
-  int64_t device_memory_bytes = 0;
-  int64_t reserved_bytes = 0;
-  // As FitOptions: unset means kDefaultMaxOverheadRatio, 0 no extra compute.
-  std::optional<double> max_overhead_ratio;
-  int64_t min_batch = 1;
-  // 0: up to kMaxBatchSearchLimit.
-  int64_t max_batch = 0;
-  int64_t multiple_of = 1;
-  MemoryModelOptions memory;
-  Interrupt interrupted;
-};
-
-struct BatchFit {
-  bool found = false;  // false: not even the smallest candidate fits
-  int64_t batch = 0;
-  int64_t peak_bytes = 0;
-  double recompute_overhead_ratio = 0;
-  // The candidate above `batch` (when one was evaluated): why it fails.
-  int64_t next_batch_peak_bytes = 0;
-};
-
-struct MaxBatchResult {
-  BatchFit without_recompute;
-  BatchFit with_recompute;  // AUTO within the overhead budget
-  int64_t graph_batch = 0;  // the batch the graph was given at
-  int64_t usable_bytes = 0;
-  int32_t plans_evaluated = 0;
-  std::string message;
-};
 
 // INVALID_ARGUMENT naming the field for min_batch < 1, max_batch < min_batch,
 // multiple_of < 1, no multiple of multiple_of in the range, a negative
@@ -98,38 +61,6 @@ struct MaxBatchResult {
 absl::StatusOr<MaxBatchResult> FindMaxBatchSize(const Graph& graph,
                                                 const OpCostFn& op_costs,
                                                 const MaxBatchOptions& options);
-
-struct FrontierOptions {
-  int32_t max_points = kDefaultFrontierPoints;  // 2..kMaxFrontierPoints
-  int32_t max_ops = kDefaultFrontierMaxOps;
-  double time_budget_seconds = kDefaultFrontierTimeBudgetSeconds;
-  int max_recompute_depth = 0;  // as RecomputePlanOptions
-  MemoryModelOptions memory;
-  Interrupt interrupted;
-};
-
-struct FrontierPoint {
-  int64_t peak_bytes = 0;
-  double recompute_cost = 0;
-  double recompute_overhead_ratio = 0;
-  // Send as GenerateRecomputePlan's memory_limit_bytes (policy AUTO) to get
-  // this plan back.
-  int64_t memory_limit_bytes = 0;
-  std::string plan_fingerprint;
-  int32_t recompute_count = 0;  // re-executions in the schedule
-};
-
-struct MemoryFrontier {
-  int64_t baseline_peak_bytes = 0;
-  int64_t peak_lower_bound_bytes = 0;
-  double baseline_compute_cost = 0;
-  // Pareto-optimal, by peak descending (the plain schedule first) and so
-  // by extra compute ascending.
-  std::vector<FrontierPoint> points;
-  int32_t plans_evaluated = 0;
-  // The time budget cut the sweep short: fewer limits were planned.
-  bool truncated = false;
-};
 
 absl::StatusOr<MemoryFrontier> ComputeMemoryFrontier(
     const Graph& graph, const std::vector<double>& op_costs,

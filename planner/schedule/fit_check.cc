@@ -42,6 +42,7 @@ absl::StatusOr<FitResult> CheckFit(const Graph& graph,
   }
   RecomputePlanOptions plan_options;
   plan_options.memory = options.memory;
+  plan_options.chunking = options.chunking;
   plan_options.interrupted = options.interrupted;
   plan_options.memory_limit_bytes = std::max<int64_t>(capacity, 1);
   ASSIGN_OR_RETURN(const RecomputePlan plan,

@@ -3,8 +3,12 @@
 // peak, where it sits, the chunks chosen and the extra compute. Prints a
 // markdown table; not a test.
 //
-//   echo_chunk_bench [--device h100-80gb] GRAPH...
+//   echo_chunk_bench [--device h100-80gb] [--live N] GRAPH...
+//
+// --live N also lists the N largest tensors live at each chunked plan's
+// peak.
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -22,21 +26,30 @@ namespace {
 
 std::string PeakOp(const planner::Graph& graph,
                    const planner::RecomputePlan& plan,
-                   const planner::MemoryModelOptions& memory) {
+                   const planner::MemoryModelOptions& memory, int live = 0) {
   const planner::Graph& g = planner::PlanGraph(graph, plan);
   absl::StatusOr<planner::SimulationResult> replay =
       planner::ReplaySchedule(g, plan.schedule, memory);
   if (!replay.ok()) return "(invalid)";
+  for (int i = 0; i < live && i < static_cast<int>(replay->live_at_peak.size());
+       ++i) {
+    const planner::LiveInstance& instance = replay->live_at_peak[i];
+    absl::PrintF("    live at the peak: %s %s\n", g.tensor(instance.tensor).id,
+                 planner::HumanBytes(instance.bytes));
+  }
   return g.op(replay->peak_op).op_type;
 }
 
 int Run(int argc, char** argv) {
   std::string device_name = "h100-80gb";
+  int live = 0;
   std::vector<std::string> paths;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--device" && i + 1 < argc) {
       device_name = argv[++i];
+    } else if (arg == "--live" && i + 1 < argc) {
+      live = std::atoi(argv[++i]);
     } else {
       paths.push_back(arg);
     }
@@ -94,7 +107,7 @@ int Run(int argc, char** argv) {
           PeakOp(*graph, *plain, memory),
           planner::HumanBytes(chunked->planned_peak_bytes),
           1.0 * chunked->baseline_peak_bytes / chunked->planned_peak_bytes,
-          PeakOp(*graph, *chunked, memory), chunks,
+          PeakOp(*graph, *chunked, memory, live), chunks,
           100 * chunked->recompute_overhead_ratio,
           1e3 * chunked->solve_time_seconds);
       for (const std::string& note : chunked->chunking_notes) {

@@ -6,12 +6,14 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "adapter/graph_convert.h"
 #include "adapter/graph_file.h"
 #include "client/planner_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "http_get.h"
 #include "loopback_server.h"
+#include "planner/batch.h"
 #include "planner/checkmate_import.h"
 #include "server/echo_server.h"
 #include "tests/unit/test_util.h"
@@ -210,6 +212,133 @@ TEST_F(SchedulerTest, FrontierIsParetoAndEveryPointReplays) {
     EXPECT_EQ(plan->plan_fingerprint(), point.plan_fingerprint());
     EXPECT_EQ(plan->planned_peak_bytes(), point.peak_bytes());
     EXPECT_DOUBLE_EQ(plan->recompute_cost(), point.recompute_cost());
+  }
+}
+
+// The scheduler questions take the plan's chunking, so that their answers
+// are what a client planning with it gets: on a captured GPT (batch 4) on
+// an H100 at 20% extra compute, AUTO fits a larger batch than OFF (chunks
+// of the loss free what recomputation cannot), and unspecified is OFF.
+class ChunkedSchedulerTest : public SchedulerTest {
+ protected:
+  void SetUp() override {
+    SchedulerTest::SetUp();
+    gpt_ = testing::ValueOrFail(adapter::LoadGraphFile(
+        std::string(ECHO_TEST_DATA_DIR) + "/graphs/gpt.pb"));
+  }
+
+  v1::FindMaxBatchSizeResponse MaxBatch(v1::ChunkingMode chunking) {
+    v1::FindMaxBatchSizeRequest request;
+    *request.mutable_graph() = gpt_;
+    request.mutable_device()->set_name("h100-80gb");
+    request.set_max_overhead_ratio(0.2);
+    request.set_chunking(chunking);
+    return testing::ValueOrFail(client_->FindMaxBatchSize(request));
+  }
+
+  v1::CheckFitResponse FitAt(int64_t batch, v1::ChunkingMode chunking) {
+    v1::CheckFitRequest request;
+    *request.mutable_graph() =
+        adapter::GraphToProto(testing::ValueOrFail(planner::WithBatchSize(
+            testing::ValueOrFail(adapter::GraphFromProto(gpt_)), batch)));
+    request.mutable_device()->set_name("h100-80gb");
+    request.set_max_overhead_ratio(0.2);
+    request.set_chunking(chunking);
+    return testing::ValueOrFail(client_->CheckFit(request));
+  }
+
+  v1::Graph gpt_;
+};
+
+TEST_F(ChunkedSchedulerTest, MaxBatchAndFitTakeTheChunking) {
+  const v1::FindMaxBatchSizeResponse unspecified =
+      MaxBatch(v1::CHUNKING_MODE_UNSPECIFIED);
+  const v1::FindMaxBatchSizeResponse off = MaxBatch(v1::CHUNKING_MODE_OFF);
+  const v1::FindMaxBatchSizeResponse on = MaxBatch(v1::CHUNKING_MODE_AUTO);
+  EXPECT_EQ(unspecified.with_recompute().batch_size(),
+            off.with_recompute().batch_size());
+  EXPECT_EQ(unspecified.with_recompute().peak_bytes(),
+            off.with_recompute().peak_bytes());
+  EXPECT_EQ(unspecified.plans_evaluated(), off.plans_evaluated());
+  EXPECT_EQ(on.without_recompute().batch_size(),
+            off.without_recompute().batch_size());
+  ASSERT_TRUE(off.with_recompute().found());
+  const int64_t batch = on.with_recompute().batch_size();
+  EXPECT_GT(batch, off.with_recompute().batch_size());
+  EXPECT_LE(on.with_recompute().recompute_overhead_ratio(), 0.2);
+
+  // CheckFit at AUTO's answer: fits with AUTO, at the search's peak, not
+  // with OFF or unspecified.
+  const v1::CheckFitResponse fits = FitAt(batch, v1::CHUNKING_MODE_AUTO);
+  EXPECT_TRUE(fits.fits()) << fits.message();
+  EXPECT_EQ(fits.planned_peak_bytes(), on.with_recompute().peak_bytes());
+  EXPECT_FALSE(FitAt(batch, v1::CHUNKING_MODE_OFF).fits());
+  EXPECT_FALSE(FitAt(batch, v1::CHUNKING_MODE_UNSPECIFIED).fits());
+
+  // By fingerprint, with the device's largest batch: the same search.
+  v1::RegisterGraphRequest registration;
+  *registration.mutable_graph() = gpt_;
+  auto registered = client_->RegisterGraph(registration);
+  ASSERT_TRUE(registered.ok()) << registered.status();
+  v1::CheckFitRequest fit;
+  fit.set_graph_fingerprint(registered->graph_fingerprint());
+  fit.add_device_names("h100-80gb");
+  fit.set_max_overhead_ratio(0.2);
+  fit.set_include_max_batch(true);
+  fit.set_chunking(v1::CHUNKING_MODE_AUTO);
+  auto answer = client_->CheckFit(fit);
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  ASSERT_EQ(answer->devices_size(), 1);
+  EXPECT_EQ(answer->devices(0).max_batch_size(), batch);
+
+  fit.set_chunking(static_cast<v1::ChunkingMode>(7));
+  EXPECT_EQ(client_->CheckFit(fit).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// A chunked frontier reaches lower, its bound counts the chunked loss, and
+// each point, chunked ones included, is GenerateRecomputePlan's answer at
+// its memory limit with the same chunking.
+TEST_F(ChunkedSchedulerTest, ChunkedFrontierPointsReplay) {
+  v1::GetMemoryFrontierRequest request;
+  *request.mutable_graph() = gpt_;
+  request.mutable_device()->set_name("h100-80gb");
+  // No truncation (under the sanitizers too): the sweeps compare.
+  request.set_time_budget_seconds(600);
+  const v1::GetMemoryFrontierResponse unspecified =
+      testing::ValueOrFail(client_->GetMemoryFrontier(request));
+  request.set_chunking(v1::CHUNKING_MODE_AUTO);
+  const v1::GetMemoryFrontierResponse on =
+      testing::ValueOrFail(client_->GetMemoryFrontier(request));
+  EXPECT_LT(on.peak_lower_bound_bytes(), unspecified.peak_lower_bound_bytes());
+  ASSERT_GT(on.points_size(), 0);
+  ASSERT_GT(unspecified.points_size(), 0);
+  EXPECT_LT(on.points(on.points_size() - 1).peak_bytes(),
+            unspecified.points(unspecified.points_size() - 1).peak_bytes());
+  int chunked = 0;
+  for (const v1::FrontierPoint& point : on.points()) {
+    SCOPED_TRACE(point.memory_limit_bytes());
+    v1::GenerateRecomputePlanRequest plan_request;
+    *plan_request.mutable_graph() = gpt_;
+    plan_request.mutable_device()->set_name("h100-80gb");
+    plan_request.set_memory_limit_bytes(point.memory_limit_bytes());
+    plan_request.set_chunking(v1::CHUNKING_MODE_AUTO);
+    auto plan = client_->GenerateRecomputePlan(plan_request);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    EXPECT_EQ(plan->plan_fingerprint(), point.plan_fingerprint());
+    EXPECT_EQ(plan->planned_peak_bytes(), point.peak_bytes());
+    EXPECT_DOUBLE_EQ(plan->recompute_cost(), point.recompute_cost());
+    chunked += plan->chunked_regions_size() > 0;
+  }
+  EXPECT_GT(chunked, 0);
+  // Unspecified is OFF: the same points.
+  request.set_chunking(v1::CHUNKING_MODE_OFF);
+  const v1::GetMemoryFrontierResponse off =
+      testing::ValueOrFail(client_->GetMemoryFrontier(request));
+  ASSERT_EQ(off.points_size(), unspecified.points_size());
+  for (int i = 0; i < off.points_size(); ++i) {
+    EXPECT_EQ(off.points(i).plan_fingerprint(),
+              unspecified.points(i).plan_fingerprint());
   }
 }
 

@@ -194,10 +194,27 @@ class ThirdPartyModelsTest(EchodChecks, unittest.TestCase):
         case = gpt2()
         case.loss_of = lambda out: out.loss + out.logits.square().mean()
         eager = case.run(case.model)
-        wrapped = optimize(case.model, server=self.echod.address, on_error="raise")
+        # Recompute only: the logits' gradient is used, and the step holds
+        # it beyond the prediction, which a warning says.
+        wrapped = optimize(case.model, server=self.echod.address, on_error="raise",
+                           chunking="off")
         with self.assertWarnsRegex(RuntimeWarning, "assumed unused"):
             planned = case.run(wrapped)
         self.assert_same_training(planned, eager)
+
+    @unittest.skipIf(NO_TRANSFORMERS, NO_TRANSFORMERS)
+    def test_a_gradient_through_the_logits_of_a_chunked_loss_is_refused(self):
+        """A chunked loss takes the logits' gradient as zero (its forward
+        step computes the gradients before any is sent): one that comes is
+        an error naming the fix, never a silently wrong gradient."""
+        torch.manual_seed(0)
+        case = gpt2()
+        case.loss_of = lambda out: out.loss + out.logits.square().mean()
+        wrapped = optimize(case.model, server=self.echod.address, on_error="raise",
+                           max_overhead_ratio=1.0)
+        with self.assertRaisesRegex(Exception, "chunking='off'"):
+            case.run(wrapped)
+        self.assertTrue(report(wrapped).chunked_regions)
 
     @unittest.skipIf(NO_TRANSFORMERS, NO_TRANSFORMERS)
     def test_gpt2_under_torch_compile(self):

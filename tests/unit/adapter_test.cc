@@ -6,10 +6,13 @@
 #include "absl/strings/str_cat.h"
 #include "adapter/graph_convert.h"
 #include "adapter/graph_file.h"
+#include "adapter/plan_convert.h"
+#include "adapter/schedule_convert.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "planner/checkmate_import.h"
+#include "planner/device_catalog.h"
 #include "planner/memory_simulator.h"
 #include "planner/text_format.h"
 #include "test_util.h"
@@ -235,6 +238,70 @@ TEST(GraphToProtoTest, KeepsWhatTheFixturesLeaveOut) {
   EXPECT_TRUE(proto.ops(2).recomputable());  // RANDOM, asked for
   EXPECT_FALSE(proto.ops(3).recomputable());
   EXPECT_EQ(proto.ops(5).phase(), v1::PHASE_OPTIMIZER);
+}
+
+// The scheduler requests' chunking means what the plan request's does:
+// unspecified and OFF disable it, AUTO enables it, anything else is
+// INVALID_ARGUMENT.
+TEST(ScheduleConvertTest, ChunkingAsInPlanRequests) {
+  const planner::DeviceSpec h100 = testing::CatalogDevice("h100-80gb");
+  for (const auto& [mode, enabled] :
+       {std::pair{v1::CHUNKING_MODE_UNSPECIFIED, false},
+        std::pair{v1::CHUNKING_MODE_OFF, false},
+        std::pair{v1::CHUNKING_MODE_AUTO, true}}) {
+    SCOPED_TRACE(mode);
+    v1::CheckFitRequest fit;
+    fit.set_chunking(mode);
+    EXPECT_EQ(testing::ValueOrFail(FitOptionsFromProto(fit)).chunking.enabled,
+              enabled);
+    v1::FindMaxBatchSizeRequest batch;
+    batch.set_chunking(mode);
+    EXPECT_EQ(testing::ValueOrFail(BatchSearchOptionsFromProto(batch, h100))
+                  .chunking.enabled,
+              enabled);
+    v1::GetMemoryFrontierRequest frontier;
+    frontier.set_chunking(mode);
+    EXPECT_EQ(testing::ValueOrFail(FrontierOptionsFromProto(frontier))
+                  .chunking.enabled,
+              enabled);
+  }
+  v1::FindMaxBatchSizeRequest bad;
+  bad.set_chunking(static_cast<v1::ChunkingMode>(7));
+  EXPECT_THAT(BatchSearchOptionsFromProto(bad, h100).status().message(),
+              HasSubstr("unknown chunking mode 7"));
+  v1::GetMemoryFrontierRequest bad_frontier;
+  bad_frontier.set_chunking(static_cast<v1::ChunkingMode>(7));
+  EXPECT_EQ(FrontierOptionsFromProto(bad_frontier).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// Zeros are the planner's defaults; an unset reserve is the device's.
+TEST(ScheduleConvertTest, BatchSearchDefaultsAndReserve) {
+  const planner::DeviceSpec h100 = testing::CatalogDevice("h100-80gb");
+  v1::FindMaxBatchSizeRequest request;
+  planner::MaxBatchOptions options =
+      testing::ValueOrFail(BatchSearchOptionsFromProto(request, h100));
+  EXPECT_EQ(options.device_memory_bytes, h100.memory_bytes);
+  EXPECT_EQ(options.reserved_bytes,
+            planner::DefaultReservedBytes(h100.memory_bytes));
+  EXPECT_EQ(options.min_batch, 1);
+  EXPECT_EQ(options.multiple_of, 1);
+  EXPECT_FALSE(options.max_overhead_ratio.has_value());
+  request.set_reserved_bytes(0);
+  request.set_min_batch_size(8);
+  request.set_multiple_of(8);
+  request.set_max_overhead_ratio(0);
+  options = testing::ValueOrFail(BatchSearchOptionsFromProto(request, h100));
+  EXPECT_EQ(options.reserved_bytes, 0);
+  EXPECT_EQ(options.min_batch, 8);
+  EXPECT_EQ(options.multiple_of, 8);
+  EXPECT_EQ(options.max_overhead_ratio, 0);
+
+  const planner::FrontierOptions frontier =
+      testing::ValueOrFail(FrontierOptionsFromProto({}));
+  EXPECT_EQ(frontier.max_points, planner::kDefaultFrontierPoints);
+  EXPECT_EQ(frontier.time_budget_seconds,
+            planner::kDefaultFrontierTimeBudgetSeconds);
 }
 
 }  // namespace

@@ -6,12 +6,19 @@
 #include <string>
 #include <vector>
 
+#include "adapter/graph_convert.h"
+#include "adapter/graph_file.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "planner/batch.h"
+#include "planner/chunk/chunk_region.h"
+#include "planner/chunk/chunk_rewrite.h"
+#include "planner/cost_model.h"
+#include "planner/recompute/plan_report.h"
+#include "planner/recompute/recompute_planner.h"
 #include "planner/schedule/batch_bracket.h"
 #include "planner/schedule/fit_check.h"
-#include "planner/recompute/recompute_planner.h"
+#include "planner/status_macros.h"
 #include "test_util.h"
 
 namespace echo::planner {
@@ -211,6 +218,137 @@ TEST(BatchBracketTest, OverheadJumpIsBisected) {
   EXPECT_EQ(largest, 9999);
   // 1, two interpolations, then 13 bisections: 16; creeping took 22.
   EXPECT_LE(evaluations, 16) << evaluations;
+}
+
+// A captured GPT (tests/data/graphs/gpt.pb, batch 4) costed on a device,
+// and chunking options as echod prices them (costs in seconds).
+class GptOnDeviceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    gpt_ = testing::ValueOrFail(
+        adapter::GraphFromProto(testing::ValueOrFail(adapter::LoadGraphFile(
+            std::string(ECHO_TEST_DATA_DIR) + "/graphs/gpt.pb"))));
+    device_ = testing::CatalogDevice("h100-80gb");
+    chunking_.enabled = true;
+    chunking_.launch_cost = CostModelOptions().launch_overhead_seconds;
+  }
+
+  OpCostFn Seconds() const {
+    return [this](const Graph& graph) -> absl::StatusOr<std::vector<double>> {
+      ASSIGN_OR_RETURN(CostTable table,
+                       EstimateOpCosts(graph, &device_, nullptr));
+      return table.Costs();
+    };
+  }
+
+  MaxBatchOptions OnDevice(bool chunking) const {
+    MaxBatchOptions options;
+    options.device_memory_bytes = device_.memory_bytes;
+    options.reserved_bytes = DefaultReservedBytes(device_.memory_bytes);
+    options.max_overhead_ratio = 0.2;
+    if (chunking) options.chunking = chunking_;
+    return options;
+  }
+
+  // CheckFit at `batch` under the search's budget and reserve.
+  FitResult FitAt(int64_t batch, bool chunking) const {
+    const Graph scaled = testing::ValueOrFail(WithBatchSize(gpt_, batch));
+    FitOptions fit;
+    fit.device_memory_bytes = device_.memory_bytes;
+    fit.max_overhead_ratio = 0.2;
+    if (chunking) fit.chunking = chunking_;
+    return testing::ValueOrFail(
+        CheckFit(scaled, testing::ValueOrFail(Seconds()(scaled)), fit));
+  }
+
+  Graph gpt_;
+  DeviceSpec device_;
+  ChunkingOptions chunking_;
+};
+
+// Chunking the loss fits a larger batch than recomputation alone (99393
+// without, 135442 with, on an H100 at 20% extra compute), and CheckFit
+// with the same options agrees at the answers.
+TEST_F(GptOnDeviceTest, ChunkingFitsALargerBatch) {
+  ASSERT_OK_AND_ASSIGN(const MaxBatchResult off,
+                       FindMaxBatchSize(gpt_, Seconds(), OnDevice(false)));
+  ASSERT_OK_AND_ASSIGN(const MaxBatchResult on,
+                       FindMaxBatchSize(gpt_, Seconds(), OnDevice(true)));
+  EXPECT_EQ(on.without_recompute.batch, off.without_recompute.batch);
+  ASSERT_TRUE(off.with_recompute.found);
+  EXPECT_GT(on.with_recompute.batch, off.with_recompute.batch);
+  EXPECT_LE(on.with_recompute.recompute_overhead_ratio, 0.2);
+  EXPECT_LE(on.with_recompute.peak_bytes, on.usable_bytes);
+
+  const FitResult fits = FitAt(on.with_recompute.batch, /*chunking=*/true);
+  EXPECT_TRUE(fits.fits) << fits.message;
+  EXPECT_EQ(fits.planned_peak_bytes, on.with_recompute.peak_bytes);
+  EXPECT_FALSE(FitAt(on.with_recompute.batch + 1, /*chunking=*/true).fits);
+  EXPECT_FALSE(FitAt(on.with_recompute.batch, /*chunking=*/false).fits);
+}
+
+// With chunking the frontier reaches lower, its bound counts the chunked
+// loss, and every point (chunked ones too) comes back from
+// GenerateRecomputePlan with the same options.
+TEST_F(GptOnDeviceTest, ChunkedFrontierIsReproducible) {
+  const std::vector<double> costs = testing::ValueOrFail(Seconds()(gpt_));
+  ASSERT_OK_AND_ASSIGN(const MemoryFrontier off,
+                       ComputeMemoryFrontier(gpt_, costs, {}));
+  FrontierOptions options;
+  options.chunking = chunking_;
+  ASSERT_OK_AND_ASSIGN(const MemoryFrontier on,
+                       ComputeMemoryFrontier(gpt_, costs, options));
+  EXPECT_LT(on.peak_lower_bound_bytes, off.peak_lower_bound_bytes);
+  ASSERT_FALSE(on.points.empty());
+  EXPECT_LT(on.points.back().peak_bytes, off.points.back().peak_bytes);
+  int chunked = 0;
+  for (const FrontierPoint& point : on.points) {
+    SCOPED_TRACE(point.memory_limit_bytes);
+    EXPECT_GE(point.peak_bytes, on.peak_lower_bound_bytes);
+    RecomputePlanOptions plan_options;
+    plan_options.chunking = chunking_;
+    plan_options.memory_limit_bytes = point.memory_limit_bytes;
+    ASSERT_OK_AND_ASSIGN(const RecomputePlan plan,
+                         GenerateRecomputePlan(gpt_, costs, plan_options));
+    EXPECT_EQ(PlanFingerprint(PlanGraph(gpt_, plan), plan.schedule),
+              point.plan_fingerprint);
+    EXPECT_EQ(plan.planned_peak_bytes, point.peak_bytes);
+    EXPECT_DOUBLE_EQ(plan.recompute_cost, point.recompute_cost);
+    chunked += plan.chunked_graph != nullptr;
+  }
+  EXPECT_GT(chunked, 0);  // the test exercises chunked points
+}
+
+// The chunk-aware bound (PlanPeakLowerBound, from the most chunks) bounds
+// the graph chunked in every count AUTO may try, and the chunking plan's
+// own bound.
+TEST_F(GptOnDeviceTest, ChunkedLowerBoundBoundsEveryChunkCount) {
+  for (int64_t batch : {4, 100000}) {
+    SCOPED_TRACE(batch);
+    const Graph scaled = testing::ValueOrFail(WithBatchSize(gpt_, batch));
+    const std::vector<double> costs = testing::ValueOrFail(Seconds()(scaled));
+    RecomputePlanOptions options;
+    options.chunking = chunking_;
+    ASSERT_OK_AND_ASSIGN(const int64_t bound,
+                         PlanPeakLowerBound(scaled, options));
+    EXPECT_LT(bound, PeakLowerBound(scaled, options.memory));
+    const ChunkRegionSearch found = FindChunkRegions(scaled);
+    ASSERT_EQ(found.regions.size(), 1u);
+    // The counts AUTO may try: chunks of at least kDefaultMinChunkRows.
+    const int64_t rows = found.regions[0].rows;
+    for (int32_t chunks = 1;
+         chunks == 1 || (chunks <= kDefaultMaxChunks &&
+                         (rows + chunks - 1) / chunks >= kDefaultMinChunkRows);
+         chunks *= 2) {
+      ASSERT_OK_AND_ASSIGN(const ChunkedGraph chunked,
+                           ChunkGraph(scaled, costs, found.regions, chunks,
+                                      options.memory, chunking_.launch_cost));
+      EXPECT_LE(bound, PeakLowerBound(chunked.graph, options.memory)) << chunks;
+    }
+    ASSERT_OK_AND_ASSIGN(const RecomputePlan plan,
+                         GenerateRecomputePlan(scaled, costs, options));
+    EXPECT_LE(bound, plan.peak_lower_bound_bytes);
+  }
 }
 
 TEST(BatchSearchTest, BadRangesAreNamed) {

@@ -7,8 +7,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "planner/schedule/fit_check.h"
 #include "planner/recompute/recompute_planner.h"
+#include "planner/schedule/fit_check.h"
 #include "test_util.h"
 
 namespace echo::planner {

@@ -6,9 +6,9 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "planner/recompute/search/auto_recompute.h"
 #include "planner/recompute/recompute_planner.h"
 #include "planner/recompute/remat_problem.h"
+#include "planner/recompute/search/auto_recompute.h"
 #include "test_util.h"
 #include "too_big_graph.h"
 

@@ -18,6 +18,7 @@ from echo_torch import proto
 from echo_torch.api import capture_graph, default_device
 from echo_torch.client import PlannerClient
 from echo_torch.log import logger
+from echo_torch.planners import CHUNKING
 
 _pl = proto.planner_pb2
 _dev = proto.device_pb2
@@ -28,7 +29,7 @@ def max_batch_size(model: nn.Module, *args, device: Union[str, "_dev.DeviceSpec"
                    reserved_bytes: Optional[int] = None, min_batch_size: int = 0,
                    max_batch_size: int = 0, multiple_of: int = 0,
                    allocator_rounding_bytes: Optional[int] = None,
-                   timeout_seconds: float = 30.0, **kwargs):
+                   timeout_seconds: float = 30.0, chunking: str = "auto", **kwargs):
     """Returns echod's FindMaxBatchSizeResponse for `model`'s training step
     on `args`/`kwargs` (inputs at any batch > 1 whose data inputs share the
     batch axis): without_recompute and with_recompute (AUTO within
@@ -36,6 +37,8 @@ def max_batch_size(model: nn.Module, *args, device: Union[str, "_dev.DeviceSpec"
     recompute_overhead_ratio and next_batch_peak_bytes; usable_bytes is the
     device's memory less reserved_bytes (default: echod's per-device
     allowance for the CUDA context, library handles and fragmentation).
+    chunking: "auto" (as optimize plans: loss regions may run in chunks) or
+    "off".
 
     device: a catalog name or an echo.v1.DeviceSpec (default: the model's
     GPU if the catalog knows it, else h100-80gb). min_batch_size,
@@ -57,7 +60,7 @@ def max_batch_size(model: nn.Module, *args, device: Union[str, "_dev.DeviceSpec"
     request = _pl.FindMaxBatchSizeRequest(
         graph=graph, device=spec, max_overhead_ratio=float(max_overhead_ratio),
         min_batch_size=int(min_batch_size), max_batch_size=int(max_batch_size),
-        multiple_of=int(multiple_of))
+        multiple_of=int(multiple_of), chunking=CHUNKING[chunking])
     if reserved_bytes is not None:
         request.reserved_bytes = int(reserved_bytes)
     if allocator_rounding_bytes is None:

@@ -104,6 +104,8 @@ class RegionRunner:
         self.gradients = list(region.gradient_tensor_ids)
         self.loss_gradient = region.loss_gradient_tensor_id
         self.given_whole = set(self.inputs) - self.sliced
+        # Gradients of other outputs planned as never sent: zero here.
+        self.zero_inputs = list(region.zero_input_tensor_ids)
         self.tensors = self._tensors(converted)
         op_ids = list(region.forward_op_ids) + list(region.backward_op_ids)
         missing = [i for i in op_ids if i not in converted.op_index]
@@ -185,6 +187,8 @@ class RegionRunner:
         given = dict(zip(self.inputs, values))
         device = next((v.device for v in values if isinstance(v, torch.Tensor)), None)
         total_weight = self._total_weight(given)
+        for tid in self.zero_inputs:
+            given[tid] = None
         # The backward runs at the loss's gradient 1 (scaled in its step).
         given[self.loss_gradient] = torch.ones((), dtype=total_weight.dtype,
                                                device=total_weight.device)
@@ -204,7 +208,8 @@ class RegionRunner:
 
     def backward(self, loss_gradient, *gradients):
         """The region's backward step: the gradients times the loss's
-        gradient, in place."""
+        gradient, in place (a gradient of another output that the region
+        took as zero is refused by the backward program, executor.py)."""
         with torch.no_grad():
             for g in gradients:
                 if g is not None:
@@ -264,6 +269,11 @@ class RegionRunner:
                 result = step.node.target(*args, **kwargs)
             elif step.leaves and self._accumulate(step, args, grads, start, stop):
                 result = None  # written into its gradient
+            elif any(a is None for a in args) and ops.zero_add_operand(
+                    step.node.target, args, kwargs, lambda a: a is None) is not None:
+                # An add of a never-sent gradient: the other operand.
+                result = args[ops.zero_add_operand(step.node.target, args, kwargs,
+                                                   lambda a: a is None)]
             else:
                 args = [self._broadcast(a, template, step)
                         for a, template in zip(args, step.args)]

@@ -284,10 +284,13 @@ class BackwardProgram(Program):
     them warns once, as the step then holds more than echod predicted."""
 
     def __init__(self, name, inputs, instrs, outputs, meta: Dict[int, SlotMeta],
-                 assumed_missing: Sequence[int] = ()):
+                 assumed_missing: Sequence[int] = (), required_missing: Sequence[int] = ()):
         super().__init__(name, inputs, instrs, outputs)
         self.meta = meta
         self.assumed_missing = tuple(assumed_missing)
+        # Positions a chunked region took as zero: a gradient there cannot be
+        # used (chunked.py), so it is an error, not a warning.
+        self.required_missing = tuple(required_missing)
         self._variants: Dict[Tuple[int, ...], Program] = {}
         self._warned = False
 
@@ -304,6 +307,11 @@ class BackwardProgram(Program):
         return variant(args)
 
     def _check_assumption(self, missing):
+        if set(self.required_missing) - set(missing):
+            raise PlanError(
+                "echo_torch: a forward output beside the loss got a gradient, but the plan "
+                "runs the loss in chunks assuming it gets none; wrap the model with "
+                "chunking='off' to train through that output")
         if self._warned or not set(self.assumed_missing) - set(missing):
             return
         self._warned = True
@@ -508,10 +516,12 @@ def build_programs(converted: ConvertedGraph,
                  if t in node_of}
     forward = Program("forward", primal_slots, fwd_instrs, fwd_out_slots + saved)
     unused = set(c.unused_tangents)
+    zero = {t for op, _ in schedule if isinstance(op, ChunkStep) for t in op.runner.zero_inputs}
     backward = BackwardProgram(
         "backward", saved + tangent_slots, bwd_instrs, bwd_out_slots,
         {s: SlotMeta.of(v) for s, v in slot_meta.items()},
-        [len(saved) + j for j, t in enumerate(tangent_ids) if t in unused])
+        [len(saved) + j for j, t in enumerate(tangent_ids) if t in unused],
+        [len(saved) + j for j, t in enumerate(tangent_ids) if t in zero])
     primal_set = set(primal_slots)
     slot_names = {s: node_of[t].name for s, t in b.slot_tensor.items() if t in node_of}
     return Programs(
