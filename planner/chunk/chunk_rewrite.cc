@@ -31,6 +31,17 @@ int64_t ChunkBytes(const RowLayout& layout, const Tensor& tensor, TensorIndex t,
          (tensor.size_bytes % rows * chunk_rows + rows - 1) / rows;
 }
 
+// What one chunk of a gradient takes before it joins the step's output: a
+// matmul writes (or adds) into it directly, a sum over the rows makes a
+// partial of its size to add, any other op a slice that is then copied in.
+int64_t GradientChunkBytes(const Graph& graph, const RowLayout& layout,
+                           TensorIndex t, int64_t chunk_rows) {
+  const Op& op = graph.op(graph.tensor(t).producer);
+  if (op.op_type == "aten::mm") return 0;
+  if (op.op_type == "aten::sum") return graph.tensor(t).size_bytes;
+  return ChunkBytes(layout, graph.tensor(t), t, chunk_rows);
+}
+
 double RegionCost(const ChunkRegion& region,
                   const std::vector<double>& op_costs, int32_t* kernels) {
   double cost = 0;
@@ -65,6 +76,8 @@ absl::StatusOr<int64_t> ChunkWorkspaceBytes(const Graph& graph,
                                             const MemoryModelOptions& memory) {
   const RowLayout layout(graph, region.rows);
   const std::set<TensorIndex> inner(region.inner.begin(), region.inner.end());
+  const std::set<TensorIndex> gradients(region.gradients.begin(),
+                                        region.gradients.end());
   GraphBuilder chunk(absl::StrCat(graph.name(), ".chunk"));
   std::set<TensorIndex> declared, made;
   for (const std::vector<OpIndex>* ops :
@@ -80,10 +93,12 @@ absl::StatusOr<int64_t> ChunkWorkspaceBytes(const Graph& graph,
     spec.id = tensor.id;
     spec.role_set = true;
     spec.role = TensorRole::kActivation;
-    // Inputs are slices or wholes of live tensors, the loss outputs and
-    // gradients the step's own outputs: only inner tensors take bytes here.
-    spec.size_bytes =
-        inner.count(t) ? ChunkBytes(layout, tensor, t, chunk_rows) : 0;
+    // Inputs are slices or wholes of live tensors, the loss outputs the
+    // step's own: they take no bytes here.
+    spec.size_bytes = inner.count(t) ? ChunkBytes(layout, tensor, t, chunk_rows)
+                      : gradients.count(t)
+                          ? GradientChunkBytes(graph, layout, t, chunk_rows)
+                          : 0;
     if (!made.count(t)) spec.role = TensorRole::kInput;
     chunk.AddTensor(std::move(spec));
   };

@@ -72,8 +72,9 @@ absl::StatusOr<ChunkedGraph> ChunkGraph(const Graph& graph,
                                         double launch_cost);
 
 // Bytes one chunk of `chunk_rows` rows holds at once while the region's
-// ops run on it, forward then backward (inputs, loss outputs and gradients
-// excluded: they are the step's own).
+// ops run on it, forward then backward: its inner tensors, and of each
+// gradient what the chunk makes before adding it in (inputs and loss
+// outputs excluded: they are the step's own).
 absl::StatusOr<int64_t> ChunkWorkspaceBytes(const Graph& graph,
                                             const ChunkRegion& region,
                                             int64_t chunk_rows,

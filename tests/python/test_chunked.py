@@ -48,6 +48,22 @@ class LMHead(nn.Module):
                                weight=self.class_weight, **self.loss_kwargs)
 
 
+class StepwiseHead(nn.Module):
+    """Logits projected per time step and stacked (as the suite's NMT
+    decoder does): the region starts at the log-softmax, and the logits'
+    gradient leaves it whole for the per-step projections' backward."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(VOCAB, DIM)
+        self.head = nn.Linear(DIM, VOCAB)
+
+    def forward(self, ids, labels):
+        h = self.embed(ids)
+        logits = torch.stack([self.head(h[:, t]) for t in range(h.shape[1])])
+        return F.cross_entropy(logits.reshape(-1, VOCAB), labels.t().reshape(-1))
+
+
 def _inputs(ignored=0):
     generator = torch.Generator().manual_seed(3)
     ids = torch.randint(0, VOCAB, (4, ROWS // 4), generator=generator)
@@ -115,6 +131,13 @@ class ChunkedLossTest(EchodChecks, unittest.TestCase):
                     return self.inner(*args)
 
         self.run_case(Autocast(model), _inputs(), bf16=True)
+
+    def test_logits_gradient_handed_on_slice_by_slice(self):
+        generator = torch.Generator().manual_seed(4)
+        ids = torch.randint(0, VOCAB, (64, 8), generator=generator)
+        labels = torch.randint(0, VOCAB, (64, 8), generator=generator)
+        rep = self.run_case(StepwiseHead(), (ids, labels))
+        self.assertEqual(rep.chunked_regions[0].rows, 512)
 
     def test_label_smoothing_is_left_alone_and_said(self):
         rep = self.run_case(LMHead(label_smoothing=0.1), _inputs(), expect_chunks=False)

@@ -161,9 +161,11 @@ class RegionRunner:
             steps.append(_Step(node, kind, _plain(args), _plain(kwargs),
                                list(info.outputs), [], leaves,
                                ops.op_class(node.target) == _ELEMENTWISE))
-        for tid, i in last_read.items():
-            if tid not in self.inputs and tid not in leaving:
-                steps[i].frees.append(tid)
+        # Each chunk value dies after its last reader in the region (or at
+        # once, when none reads it): what the plan's workspace counts.
+        made_at = {t: i for i, step in enumerate(steps) for t in step.outputs if t is not None}
+        for tid, i in made_at.items():
+            steps[max(i, last_read.get(tid, i))].frees.append(tid)
         return steps
 
     def _leave_kind(self, name, args, tid) -> str:
