@@ -48,6 +48,11 @@ inline constexpr double kReservedMemoryFraction = 0.05;
 int64_t DefaultReservedBytes(int64_t device_memory_bytes);
 
 const std::vector<DeviceSpec>& DeviceCatalog();
+
+// The device echod prices a graph on when a request names none and the
+// graph carries no costs of its own (no time, no relative cost): otherwise
+// every op would cost 0 and recomputation would read as free.
+inline constexpr char kDefaultPricingDevice[] = "h100-80gb";
 std::vector<std::string> CatalogDeviceNames();
 
 // Case-insensitive lookup; NOT_FOUND lists the known names.

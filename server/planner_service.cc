@@ -113,7 +113,20 @@ absl::StatusOr<PlannerService::CostedGraph> PlannerService::PrepareGraph(
       profiler_ != nullptr ? profiler_->TimesFor(device_ptr) : nullptr;
   ASSIGN_OR_RETURN(planner::CostTable costs,
                    planner::EstimateOpCosts(*graph, device_ptr, profiled));
-  return CostedGraph{std::move(graph), std::move(resolved), std::move(costs)};
+  std::string note;
+  if (device_ptr == nullptr && costs.unit == planner::kRelativeUnit &&
+      costs.TotalCost() == 0 && graph->num_ops() > 0) {
+    ASSIGN_OR_RETURN(
+        planner::DeviceSpec fallback,
+        planner::FindCatalogDevice(planner::kDefaultPricingDevice));
+    profiled = profiler_ != nullptr ? profiler_->TimesFor(&fallback) : nullptr;
+    ASSIGN_OR_RETURN(costs,
+                     planner::EstimateOpCosts(*graph, &fallback, profiled));
+    note = absl::StrCat("priced on ", planner::kDefaultPricingDevice,
+                        ": no device was named and the graph has no op costs");
+  }
+  return CostedGraph{std::move(graph), std::move(resolved), std::move(costs),
+                     std::move(note)};
 }
 
 void PlannerService::PriceChunkLaunches(const planner::CostTable& costs,
@@ -216,6 +229,10 @@ absl::Status PlannerService::DoGenerateRecomputePlan(
   response->set_cost_unit(costed->costs.unit);
   adapter::CostSourceSummaryToProto(costed->costs.Summary(),
                                     response->mutable_cost_sources());
+  if (!costed->pricing_note.empty()) {
+    response->set_message(
+        absl::StrCat(response->message(), "; ", costed->pricing_note));
+  }
   if (request.include_timeline()) {
     // From the response: OPTIMAL's plan comes from its child process.
     ASSIGN_OR_RETURN(const planner::Schedule schedule,

@@ -143,6 +143,9 @@ class PlannerService final : public RawPlannerService {
     std::shared_ptr<const planner::Graph> graph;
     std::optional<planner::DeviceSpec> device;
     planner::CostTable costs;
+    // Set when the graph was priced on the default device because the
+    // request named none and the graph has no costs: said in every answer.
+    std::string pricing_note;
   };
   absl::StatusOr<CostedGraph> PrepareGraph(
       const char* method, std::shared_ptr<const planner::Graph> graph,

@@ -244,6 +244,22 @@ TEST_F(ServerTest, ChunkedLossOnlyWhenAskedAndItsScheduleReplays) {
               HasSubstr("unknown chunking mode 7"));
 }
 
+// A captured graph carries no op costs: without a device it is priced on
+// the default device, and the answer says so, instead of calling every
+// recomputation free.
+TEST_F(ServerTest, CostlessGraphWithoutDeviceIsPricedOnTheDefaultDevice) {
+  v1::GenerateRecomputePlanRequest request;
+  *request.mutable_graph() = testing::ValueOrFail(adapter::LoadGraphFile(
+      std::string(ECHO_TEST_DATA_DIR) + "/graphs/nmt.pb"));
+  auto plan = client_->GenerateRecomputePlan(request);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->cost_unit(), "seconds");
+  EXPECT_GT(plan->regions_size(), 0);
+  EXPECT_GT(plan->recompute_overhead_ratio(), 0);
+  EXPECT_THAT(plan->message(),
+              HasSubstr("priced on h100-80gb: no device was named"));
+}
+
 TEST_F(ServerTest, MemoryLimitBelowLowerBoundIsAnAnswerNotAnError) {
   v1::GenerateRecomputePlanRequest request;
   *request.mutable_graph() = Vgg16Request().graph();

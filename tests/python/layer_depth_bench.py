@@ -6,7 +6,8 @@ with AUTO at <= 5% and <= 20% extra compute.
   build/venv/bin/python tests/python/layer_depth_bench.py \
       [--models transformer,resnet] [--devices rtx-2080-ti,a100-80gb] \
       [--max-depth transformer=160,resnet=256] [--server HOST:PORT] [--json out.json] \
-      [--cache-dir DIR] [--given MODEL:DEVICE:QUESTION=DEPTH ...]
+      [--cache-dir DIR] [--given MODEL:DEVICE:QUESTION=DEPTH ...] \
+      [--chunking auto|off] [--questions plain,0.05,0.2]
 
 Without --server it starts build/bin/echod (or $ECHO_ECHOD) on a free port.
 
@@ -139,8 +140,9 @@ def capture(model, depth, batch):
 
 
 class Bench:
-    def __init__(self, client, devices, cache_dir=None):
+    def __init__(self, client, devices, cache_dir=None, chunking=_pl.CHUNKING_MODE_AUTO):
         self.client = client
+        self.chunking = chunking  # every CheckFit and plan asks it
         self.cache_dir = cache_dir
         self.stub = client._stub
         self.devices = devices  # name -> memory bytes
@@ -193,7 +195,8 @@ class Bench:
             g = self.graph(model, depth)
             request = _pl.CheckFitRequest(graph=g, device=_dev.DeviceSpec(name=device),
                                           max_overhead_ratio=ratio,
-                                          reserved_bytes=reserved_bytes(self.devices[device]))
+                                          reserved_bytes=reserved_bytes(self.devices[device]),
+                                          chunking=self.chunking)
             self.fit[key] = self.rpc("CheckFit", request, model=model, depth=depth,
                                      device=device, ratio=ratio, ops=len(g.ops))
         return self.fit[key]
@@ -338,6 +341,8 @@ def batch_scaling_gap(bench, model, depth):
 
 
 def fmt_depth(model, depth, capped):
+    if depth is None:
+        return "not asked"
     if depth == 0:
         return "none"
     text = f"{layers_of(model, depth)}"
@@ -360,7 +365,14 @@ def main():
                         help="an answer found by an earlier run, not searched again (Q: plain, "
                         "0.05 or 0.2); later questions start from it, e.g. "
                         "transformer:a100-80gb:0.05=663; repeatable")
+    parser.add_argument("--chunking", choices=("auto", "off"), default="auto",
+                        help="whether AUTO may run the loss in chunks (CheckFit's and the "
+                        "plans' chunking; default auto, as the hook plans)")
+    parser.add_argument("--questions", default="plain,0.05,0.2",
+                        help="the questions to answer, of plain, 0.05 and 0.2 (the others "
+                        "print as not asked)")
     args = parser.parse_args()
+    questions = {None if q == "plain" else float(q) for q in args.questions.split(",") if q}
     model_names = [m for m in args.models.split(",") if m]
     device_names = [d for d in args.devices.split(",") if d]
     max_depth = {k: int(v) for k, v in (kv.split("=") for kv in args.max_depth.split(","))}
@@ -388,7 +400,9 @@ def main():
         for d in device_names:
             if d not in catalog:
                 parser.error(f"unknown device {d!r}; catalog: {', '.join(sorted(catalog))}")
-        bench = Bench(client, {d: catalog[d] for d in device_names}, args.cache_dir)
+        bench = Bench(client, {d: catalog[d] for d in device_names}, args.cache_dir,
+                      _pl.CHUNKING_MODE_AUTO if args.chunking == "auto"
+                      else _pl.CHUNKING_MODE_OFF)
         rows, checks, gaps = [], [], []
         for model in model_names:
             for device in device_names:
@@ -401,6 +415,9 @@ def main():
                     if (model, device, ratio) in given:
                         depth, capped = given[(model, device, ratio)], False
                         source = " (given: an earlier run's answer)"
+                    elif ratio not in questions:
+                        answers[ratio] = (None, False)
+                        continue
                     else:
                         depth, capped = bench.deepest(model, device, ratio, max_depth[model],
                                                       floor)
@@ -415,7 +432,8 @@ def main():
                     usable = catalog[device] - reserved_bytes(catalog[device])
                     plan = bench.rpc("GenerateRecomputePlan", _pl.GenerateRecomputePlanRequest(
                         graph=g, policy=_pl.RECOMPUTE_POLICY_AUTO,
-                        device=_dev.DeviceSpec(name=device), memory_limit_bytes=usable),
+                        device=_dev.DeviceSpec(name=device), memory_limit_bytes=usable,
+                        chunking=bench.chunking),
                         model=model, depth=depth, device=device, ops=len(g.ops))
                     fit = bench.check(model, depth, device, RATIOS[-1])
                     checks.append(dict(model=model, device=device, depth=depth,
