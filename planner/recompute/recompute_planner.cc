@@ -290,6 +290,10 @@ void DescribeChunks(const Graph& graph, const ChunkRegionSearch& found,
   plan.chunked_graph = std::move(shared);
 }
 
+// Chunk counts in a row that may fail to improve before AUTO stops trying
+// more.
+constexpr int kChunkPatience = 2;
+
 // AUTO with chunking: the unchunked plan, then plans of the graph with its
 // regions in 1, 2, 4, ... chunks while the plan improves (more chunks cost
 // launches and stop paying once the loss no longer sets the peak).
@@ -304,6 +308,7 @@ absl::StatusOr<RecomputePlan> PlanWithChunks(
       budget.baseline_cost * (1 + kBudgetSlack);
   int64_t lower_bound = best.peak_lower_bound_bytes;
   std::optional<RecomputePlan> previous;
+  int misses = 0;
   for (int32_t chunks : ChunkCounts(MaxRegionRows(found), options.chunking)) {
     ASSIGN_OR_RETURN(ChunkedGraph chunked,
                      ChunkGraph(graph, op_costs, found.regions, chunks,
@@ -320,7 +325,14 @@ absl::StatusOr<RecomputePlan> PlanWithChunks(
       DescribeChunks(graph, found, std::move(chunked), plan);
       best = plan;
     }
-    if (!improved) break;
+    // Plans are not monotone in the chunks (AUTO's search is a heuristic):
+    // stop after kChunkPatience counts in a row that do not improve, and
+    // under a memory limit not before one meets it.
+    misses = improved ? 0 : misses + 1;
+    if (misses == kChunkPatience &&
+        (!options.memory_limit_bytes.has_value() || best.feasible)) {
+      break;
+    }
     previous = std::move(plan);
   }
   best.peak_lower_bound_bytes = lower_bound;
