@@ -114,3 +114,92 @@ def estimate(client, graph):
 def max_grad_diff(a: StepResult, b: StepResult) -> float:
     return max(((x - y).abs().max().item() for x, y in zip(a.grads, b.grads)
                 if x is not None), default=0.0)
+
+
+def held_after_forward(model, wrapped, inputs, seed=0, kwargs=None):
+    """(held, output) bytes of one forward: `held` is what the forward left
+    allocated for the backward beyond its outputs (the CPU allocator's live
+    bytes when it returned, minus the output's distinct storages), so it
+    counts what autograd saves and also what checkpointing keeps outside
+    autograd's saved tensors (torch.utils.checkpoint's block inputs, its
+    selective policy's cached outputs), which measure_saved does not see.
+    An output storage that the backward also reads is not counted."""
+    kwargs = kwargs or {}
+    existing = preexisting(model, inputs, kwargs)
+    skip = {t.untyped_storage().data_ptr() for t in existing}
+    torch.manual_seed(seed)
+    memory, out = measure.measure_peak(lambda: wrapped(*inputs, **kwargs))
+    outputs = [t for t in torch.utils._pytree.tree_leaves(out) if isinstance(t, torch.Tensor)
+               and t.untyped_storage().data_ptr() not in skip]
+    output_bytes = measure.tensor_bytes(outputs)
+    del out, outputs
+    model.zero_grad(set_to_none=True)
+    return memory.end_bytes - output_bytes, output_bytes
+
+
+@dataclasses.dataclass
+class OpCall:
+    """One aten op a step ran: the op, and its arguments and outputs with
+    every tensor replaced by a TensorInfo."""
+    func: object
+    args: tuple
+    kwargs: dict
+    outputs: list
+
+    def key(self):
+        return (str(self.func), repr(self.args), repr(self.kwargs))
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorInfo:
+    shape: tuple
+    dtype: torch.dtype
+    nbytes: int
+
+    def __repr__(self):
+        return f"T{self.shape}{str(self.dtype)[6:]}"
+
+
+def _tensor_info(value):
+    if isinstance(value, torch.Tensor):
+        return TensorInfo(tuple(value.shape), value.dtype,
+                          value.numel() * value.element_size())
+    return value
+
+
+def op_calls(model, wrapped, inputs, seed=0, kwargs=None, loss_of=None,
+             warm_up=False) -> List[OpCall]:
+    """The aten ops one training step (forward, loss, backward) runs, in
+    order (warm_up: after an unlogged step, for a wrapper that captures at
+    its first call), seen by a TorchDispatchMode outside everything the step pushes
+    (torch.utils.checkpoint's selective policy answers cached ops without
+    running them: those are not listed). A multiset difference of two
+    steps' lists is what one recomputes that the other does not."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    calls: List[OpCall] = []
+
+    class Log(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            out = func(*args, **kwargs)
+            tree_map = torch.utils._pytree.tree_map
+            calls.append(OpCall(func, tree_map(_tensor_info, tuple(args)),
+                                tree_map(_tensor_info, dict(kwargs)),
+                                [_tensor_info(t) for t in torch.utils._pytree.tree_leaves(out)
+                                 if isinstance(t, torch.Tensor)]))
+            return out
+
+    kwargs = kwargs or {}
+    loss_of = loss_of or (lambda out: out)
+    if warm_up:
+        torch.manual_seed(seed)
+        loss_of(wrapped(*inputs, **kwargs)).backward()
+    model.zero_grad(set_to_none=True)
+    torch.manual_seed(seed)
+    with Log():
+        out = wrapped(*inputs, **kwargs)
+        loss_of(out).backward()
+    del out
+    model.zero_grad(set_to_none=True)
+    return calls
