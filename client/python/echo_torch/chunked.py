@@ -28,6 +28,7 @@ import torch
 import torch.fx as fx
 
 from echo_torch import ops, proto
+from echo_torch.executor import _map_leaves, _to_plain
 
 _aten = torch.ops.aten
 _ELEMENTWISE = proto.graph_pb2.OP_CLASS_ELEMENTWISE
@@ -158,7 +159,7 @@ class RegionRunner:
                     "softmax" if name in _SOFTMAX_AXIS else "op")
             leaves = {t: self._leave_kind(name, args, t) for t in info.outputs
                       if t is not None and t in leaving and t in self.gradients}
-            steps.append(_Step(node, kind, _plain(args), _plain(kwargs),
+            steps.append(_Step(node, kind, _to_plain(args), _to_plain(kwargs),
                                list(info.outputs), [], leaves,
                                ops.op_class(node.target) == _ELEMENTWISE))
         # Each chunk value dies after its last reader in the region (or at
@@ -343,21 +344,5 @@ class RegionRunner:
             env[tid] = value
 
 
-def _plain(template):
-    if isinstance(template, (list, tuple)):
-        mapped = [_plain(t) for t in template]
-        return mapped if isinstance(template, list) else tuple(mapped)
-    if isinstance(template, dict):
-        return {k: _plain(v) for k, v in template.items()}
-    return template
-
-
 def _fill(template, env):
-    if isinstance(template, _Ref):
-        return env[template.tid]
-    if isinstance(template, (list, tuple)):
-        filled = [_fill(t, env) for t in template]
-        return filled if isinstance(template, list) else tuple(filled)
-    if isinstance(template, dict):
-        return {k: _fill(v, env) for k, v in template.items()}
-    return template
+    return _map_leaves(template, lambda leaf: env[leaf.tid] if isinstance(leaf, _Ref) else leaf)
