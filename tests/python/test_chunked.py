@@ -19,6 +19,7 @@ import torch.nn.functional as F
 
 import harness
 import servers
+import echo_torch
 from echo_torch import optimize, report
 from test_models import ECHOD, SKIP_REASON, EchodChecks
 
@@ -138,6 +139,24 @@ class ChunkedLossTest(EchodChecks, unittest.TestCase):
         labels = torch.randint(0, VOCAB, (64, 8), generator=generator)
         rep = self.run_case(StepwiseHead(), (ids, labels))
         self.assertEqual(rep.chunked_regions[0].rows, 512)
+
+    def test_torch_compile_backend_chunks_too(self):
+        torch.manual_seed(0)
+        model = LMHead()
+        case = harness.Case(model, _inputs())
+        eager = case.run(model)
+        backend = echo_torch.backend(server=self.echod.address, max_overhead_ratio=1.0,
+                                     on_error="raise")
+        compiled = torch.compile(model, backend=backend)
+        try:
+            got = case.run(compiled)
+        finally:
+            torch._dynamo.reset()
+        self.assertIsNone(backend.fallback_reason)
+        self.assert_same_training(got, eager)
+        rep = report(compiled)
+        self.assertEqual(len(rep.chunked_regions), 1, rep.message)
+        self.assert_peak_predicted(got.peak_bytes, rep.planned_peak_bytes, "backend")
 
     def test_label_smoothing_is_left_alone_and_said(self):
         rep = self.run_case(LMHead(label_smoothing=0.1), _inputs(), expect_chunks=False)
