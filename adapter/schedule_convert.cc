@@ -13,6 +13,7 @@ void BatchFitToProto(const planner::BatchFit& fit, v1::BatchSizeFit* out) {
   out->set_peak_bytes(fit.peak_bytes);
   out->set_recompute_overhead_ratio(fit.recompute_overhead_ratio);
   out->set_next_batch_peak_bytes(fit.next_batch_peak_bytes);
+  out->set_next_batch_overhead_ratio(fit.next_batch_overhead_ratio);
 }
 
 void FrontierPointToProto(const planner::FrontierPoint& point,

@@ -87,6 +87,7 @@ BatchFit ToBatchFit(const BatchBracketSearch& search, std::optional<int64_t> k,
   fit.recompute_overhead_ratio = probe.overhead_ratio;
   if (auto next = seen.find(*k + 1); next != seen.end()) {
     fit.next_batch_peak_bytes = next->second.peak_bytes;
+    fit.next_batch_overhead_ratio = next->second.overhead_ratio;
   }
   return fit;
 }

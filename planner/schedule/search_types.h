@@ -46,8 +46,12 @@ struct BatchFit {
   int64_t batch = 0;
   int64_t peak_bytes = 0;
   double recompute_overhead_ratio = 0;
-  // The candidate above `batch` (when one was evaluated): why it fails.
+  // The candidate above `batch` (when one was evaluated), and why it fails:
+  // its peak (without recompute: the plain peak; with: AUTO's under the
+  // usable memory), above the usable memory when memory is why, and the
+  // extra compute of that plan, above the budget when compute is.
   int64_t next_batch_peak_bytes = 0;
+  double next_batch_overhead_ratio = 0;
 };
 
 struct MaxBatchResult {

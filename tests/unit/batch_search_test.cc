@@ -102,6 +102,7 @@ TEST(BatchSearchTest, PlainAnswerIsExact) {
 TEST(BatchSearchTest, MatchesAScanOfEveryBatch) {
   const Graph graph = testing::ValueOrFail(ParseTextGraph(kChain));
   int recompute_wins = 0;
+  int compute_limited = 0;  // answers whose next candidate fits the memory
   for (int64_t memory : {2000, 3500, 5000, 9000, 20000}) {
     for (double ratio : {0.0, 0.05, 0.2, 1.0}) {
       ASSERT_OK_AND_ASSIGN(
@@ -124,10 +125,18 @@ TEST(BatchSearchTest, MatchesAScanOfEveryBatch) {
       SCOPED_TRACE(::testing::Message() << memory << " bytes, ratio " << ratio);
       EXPECT_EQ(result.without_recompute.batch, plain);
       EXPECT_EQ(result.with_recompute.batch, with);
+      // The next candidate fails on memory or, within it, on compute.
+      const BatchFit& next = result.with_recompute;
+      if (next.found && next.next_batch_peak_bytes > 0 &&
+          next.next_batch_peak_bytes <= memory) {
+        EXPECT_GT(next.next_batch_overhead_ratio, ratio);
+        ++compute_limited;
+      }
       recompute_wins += with > plain;
     }
   }
-  EXPECT_GT(recompute_wins, 0);  // the test exercises recomputation
+  EXPECT_GT(recompute_wins, 0);   // the test exercises recomputation
+  EXPECT_GT(compute_limited, 0);  // ... and a budget that binds first
 }
 
 // Peaks linear in the batch: one bisection (no peak above is known yet),
