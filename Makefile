@@ -29,7 +29,8 @@ TRANSFORMERS_VERSION ?= 5.23.0
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps test-deps configure build run test bench python-venv clean \
+.PHONY: all deps test-deps configure build run test bench python-venv \
+  python-vision-venv clean \
   sanitizer-deps fuzz asan tsan
 
 all: build
@@ -75,7 +76,23 @@ python-venv:
 	  ./client/python[bench] networkx
 	$(VENV)/bin/python -c 'import echo_torch, torch; print("echo-torch", echo_torch.__version__, "on torch", torch.__version__)'
 
-test: test-deps configure python-venv
+# timm needs torchvision, and PyPI's torchvision does not import beside the
+# CPU torch above: the timm models are tested in a venv of their own, with
+# the torch/torchvision pair that does (a CUDA build of 5.5 GB that runs on
+# the CPU; pip takes both from this machine's disk on Python 3.11).
+VISION_VENV := $(BUILD_DIR)/venv-vision
+VISION_TORCH_VERSION ?= 2.14.1
+TORCHVISION_VERSION ?= 0.29.1
+TIMM_VERSION ?= 1.0.31
+
+python-vision-venv:
+	@[ -x $(VISION_VENV)/bin/python ] || /usr/bin/python3 -m venv $(VISION_VENV)
+	$(VISION_VENV)/bin/pip install -q torch==$(VISION_TORCH_VERSION) \
+	  torchvision==$(TORCHVISION_VERSION) timm==$(TIMM_VERSION) \
+	  transformers==$(TRANSFORMERS_VERSION) ./client/python networkx
+	$(VISION_VENV)/bin/python -c 'import timm, torchvision, echo_torch; print("timm", timm.__version__, "torchvision", torchvision.__version__)'
+
+test: test-deps configure python-venv python-vision-venv
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 	cd $(BUILD_DIR) && ctest --output-on-failure --timeout 1800
 

@@ -17,6 +17,7 @@ ViT-S, ResNet-18 and ConvNeXt-atto where timm imports (it needs torchvision:
 skipped with the import error otherwise). Skipped, with the reason, without
 echod or transformers.
 """
+import os
 import unittest
 import warnings
 
@@ -39,6 +40,9 @@ try:
     NO_TIMM = None
 except Exception as error:  # noqa: BLE001 - timm fails on a torchvision it cannot load
     NO_TIMM = f"timm does not import: {type(error).__name__}: {error}"
+    # The vision venv (make python-vision-venv) must run them, not skip.
+    if os.environ.get("ECHO_REQUIRE_TIMM"):
+        raise
 
 VOCAB = 4096
 BATCH, LENGTH = 4, 64
