@@ -5,6 +5,7 @@ import concurrent.futures
 import contextlib
 import ctypes
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -38,6 +39,17 @@ def _die_with_parent():
     kills python without running its cleanup)."""
     pr_set_pdeathsig = 1
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+def _spawn(argv, **kwargs):
+    """Popen of argv that dies with this process. Through util-linux's
+    setpriv where there is one: Python code between fork and exec
+    (preexec_fn) is unsafe beside gRPC's threads, and once left an echod
+    that never started ("epoll_wait error: Bad file descriptor")."""
+    setpriv = shutil.which("setpriv")
+    if setpriv:
+        return subprocess.Popen([setpriv, "--pdeathsig", "TERM", "--", *argv], **kwargs)
+    return subprocess.Popen(argv, preexec_fn=_die_with_parent, **kwargs)
 
 
 def echod_path():
@@ -79,10 +91,10 @@ class Echod:
         self.address = f"127.0.0.1:{port}"
         # A file, not a pipe: nobody drains a pipe while tests run.
         self.log = tempfile.TemporaryFile()
-        self.process = subprocess.Popen(
+        self.process = _spawn(
             [self.path, f"--grpc_address={self.address}", "--metrics_address=",
              "--log_level=warn", *self.extra_args], stdout=subprocess.DEVNULL,
-            stderr=self.log, preexec_fn=_die_with_parent)
+            stderr=self.log)
         channel = (grpc.insecure_channel(self.address) if self.channel_credentials is None
                    else grpc.secure_channel(self.address, self.channel_credentials))
         try:
