@@ -441,7 +441,7 @@ class RegionBuilder {
       }
       return true;
     };
-    if (!visit(region.forward_ops) || !visit(region.backward_ops)) {
+    if (!visit(region.ops())) {
       return false;
     }
     region.inputs.assign(inputs.begin(), inputs.end());
@@ -574,8 +574,7 @@ ChunkRegionSearch FindChunkRegions(const Graph& graph) {
       reject(why.empty() ? "its ops belong to another region" : why);
       continue;
     }
-    for (OpIndex r : region->forward_ops) taken.insert(r);
-    for (OpIndex r : region->backward_ops) taken.insert(r);
+    for (OpIndex r : region->ops()) taken.insert(r);
     search.regions.push_back(*std::move(region));
   }
   return search;

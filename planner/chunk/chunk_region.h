@@ -39,6 +39,12 @@ struct ChunkRegion {
   // The region's ops in graph order, forward and backward.
   std::vector<OpIndex> forward_ops;
   std::vector<OpIndex> backward_ops;
+  // Both, in the order a chunk runs them: forward, then backward.
+  std::vector<OpIndex> ops() const {
+    std::vector<OpIndex> all = forward_ops;
+    all.insert(all.end(), backward_ops.begin(), backward_ops.end());
+    return all;
+  }
   // The nll_loss_forward op.
   OpIndex loss_op = kNoOp;
   // Rows (N): the leading extent every inner tensor is split along.

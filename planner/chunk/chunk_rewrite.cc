@@ -42,28 +42,37 @@ int64_t GradientChunkBytes(const Graph& graph, const RowLayout& layout,
   return ChunkBytes(layout, graph.tensor(t), t, chunk_rows);
 }
 
+// A region's forward or backward step: never re-run, tagged with its region.
+OpSpec StepSpec(std::string id, const char* op_type, OpClass op_class,
+                Phase phase, int32_t region) {
+  OpSpec spec;
+  spec.name = id;
+  spec.id = std::move(id);
+  spec.op_type = op_type;
+  spec.op_class = op_class;
+  spec.phase = phase;
+  spec.recomputable_set = true;
+  spec.recomputable = false;
+  spec.attributes[kChunkedRegionAttribute] = absl::StrCat(region);
+  return spec;
+}
+
 double RegionCost(const ChunkRegion& region,
                   const std::vector<double>& op_costs, int32_t* kernels) {
   double cost = 0;
   *kernels = 0;
-  for (const std::vector<OpIndex>* ops :
-       {&region.forward_ops, &region.backward_ops}) {
-    for (OpIndex o : *ops) {
-      cost += op_costs[o];
-      if (op_costs[o] > 0) ++*kernels;
-    }
+  for (OpIndex o : region.ops()) {
+    cost += op_costs[o];
+    if (op_costs[o] > 0) ++*kernels;
   }
   return cost;
 }
 
 double SummedFlops(const Graph& graph, const ChunkRegion& region) {
   double flops = 0;
-  for (const std::vector<OpIndex>* ops :
-       {&region.forward_ops, &region.backward_ops}) {
-    for (OpIndex o : *ops) {
-      if (graph.op(o).flops < 0) return -1;
-      flops += graph.op(o).flops;
-    }
+  for (OpIndex o : region.ops()) {
+    if (graph.op(o).flops < 0) return -1;
+    flops += graph.op(o).flops;
   }
   return flops;
 }
@@ -79,12 +88,10 @@ absl::StatusOr<int64_t> ChunkWorkspaceBytes(const Graph& graph,
   const std::set<TensorIndex> gradients(region.gradients.begin(),
                                         region.gradients.end());
   GraphBuilder chunk(absl::StrCat(graph.name(), ".chunk"));
+  const std::vector<OpIndex> ops = region.ops();
   std::set<TensorIndex> declared, made;
-  for (const std::vector<OpIndex>* ops :
-       {&region.forward_ops, &region.backward_ops}) {
-    for (OpIndex o : *ops) {
-      made.insert(graph.op(o).outputs.begin(), graph.op(o).outputs.end());
-    }
+  for (OpIndex o : ops) {
+    made.insert(graph.op(o).outputs.begin(), graph.op(o).outputs.end());
   }
   auto declare = [&](TensorIndex t) {
     if (!declared.insert(t).second) return;
@@ -102,24 +109,21 @@ absl::StatusOr<int64_t> ChunkWorkspaceBytes(const Graph& graph,
     if (!made.count(t)) spec.role = TensorRole::kInput;
     chunk.AddTensor(std::move(spec));
   };
-  for (const std::vector<OpIndex>* ops :
-       {&region.forward_ops, &region.backward_ops}) {
-    for (OpIndex o : *ops) {
-      const Op& op = graph.op(o);
-      OpSpec spec;
-      spec.id = op.id;
-      spec.op_class = op.op_class;
-      spec.workspace_bytes = op.workspace_bytes / region.rows * chunk_rows;
-      for (TensorIndex t : op.inputs) {
-        declare(t);
-        spec.input_ids.push_back(graph.tensor(t).id);
-      }
-      for (TensorIndex t : op.outputs) {
-        declare(t);
-        spec.output_ids.push_back(graph.tensor(t).id);
-      }
-      chunk.AddOp(std::move(spec));
+  for (OpIndex o : ops) {
+    const Op& op = graph.op(o);
+    OpSpec spec;
+    spec.id = op.id;
+    spec.op_class = op.op_class;
+    spec.workspace_bytes = op.workspace_bytes / region.rows * chunk_rows;
+    for (TensorIndex t : op.inputs) {
+      declare(t);
+      spec.input_ids.push_back(graph.tensor(t).id);
     }
+    for (TensorIndex t : op.outputs) {
+      declare(t);
+      spec.output_ids.push_back(graph.tensor(t).id);
+    }
+    chunk.AddOp(std::move(spec));
   }
   absl::StatusOr<Graph> built = std::move(chunk).Build();
   if (!built.ok()) {
@@ -169,10 +173,7 @@ absl::StatusOr<ChunkedGraph> ChunkGraph(const Graph& graph,
       dropped.insert(t);
       step.inner_bytes += AllocatedBytes(graph.tensor(t).size_bytes, memory);
     }
-    for (const std::vector<OpIndex>* ops :
-         {&region.forward_ops, &region.backward_ops}) {
-      removed.insert(ops->begin(), ops->end());
-    }
+    for (OpIndex o : region.ops()) removed.insert(o);
     int32_t kernels = 0;
     const double cost = RegionCost(region, op_costs, &kernels);
     const double per_launch =
@@ -182,17 +183,11 @@ absl::StatusOr<ChunkedGraph> ChunkGraph(const Graph& graph,
 
     const std::string name =
         absl::StrCat("chunked_", graph.op(region.loss_op).id);
-    OpSpec forward;
-    forward.id = FreshId(name + ".forward", op_exists);
-    forward.name = forward.id;
-    forward.op_type = kChunkedForwardOpType;
-    forward.op_class = OpClass::kOther;
-    forward.phase = Phase::kForward;
-    forward.recomputable_set = true;
-    forward.recomputable = false;
+    OpSpec forward =
+        StepSpec(FreshId(name + ".forward", op_exists), kChunkedForwardOpType,
+                 OpClass::kOther, Phase::kForward, r);
     forward.workspace_bytes = step.chunk_workspace_bytes;
     forward.flops = SummedFlops(graph, region);
-    forward.attributes[kChunkedRegionAttribute] = absl::StrCat(r);
     forward.attributes["chunks"] = absl::StrCat(step.chunks);
     forward.attributes["chunk_rows"] = absl::StrCat(step.chunk_rows);
     for (TensorIndex t : region.inputs) {
@@ -209,14 +204,9 @@ absl::StatusOr<ChunkedGraph> ChunkGraph(const Graph& graph,
     double scale_cost = 0;
     OpSpec backward;
     if (!region.backward_ops.empty()) {
-      backward.id = FreshId(name + ".backward", op_exists);
-      backward.name = backward.id;
-      backward.op_type = kChunkedBackwardOpType;
-      backward.op_class = OpClass::kElementwise;
-      backward.phase = Phase::kBackward;
-      backward.recomputable_set = true;
-      backward.recomputable = false;
-      backward.attributes[kChunkedRegionAttribute] = absl::StrCat(r);
+      backward = StepSpec(FreshId(name + ".backward", op_exists),
+                          kChunkedBackwardOpType, OpClass::kElementwise,
+                          Phase::kBackward, r);
       backward.input_ids.push_back(graph.tensor(region.loss_gradient).id);
       for (TensorIndex g : region.gradients) {
         backward.input_ids.push_back(graph.tensor(g).id);
