@@ -167,6 +167,15 @@ void ChunkedRegionToProto(const planner::Graph& request_graph,
   for (const std::string& id : TensorIds(request_graph, region.zero_inputs)) {
     out->add_zero_input_tensor_ids(id);
   }
+  out->set_block_rows(region.block_rows);
+  for (const planner::ChunkRegion::BlockOp& block : region.block_ops) {
+    v1::ChunkedRegion::BlockOp* op = out->add_block_ops();
+    op->set_op_id(request_graph.op(block.op).id);
+    op->set_first_row(block.first_row);
+  }
+  for (const std::string& id : TensorIds(request_graph, region.summed)) {
+    out->add_summed_tensor_ids(id);
+  }
   if (region.backward_step == planner::kNoOp) {
     for (const std::string& id : TensorIds(chunked_graph, forward.outputs)) {
       out->add_loss_output_tensor_ids(id);

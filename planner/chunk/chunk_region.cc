@@ -1,91 +1,60 @@
 #include "planner/chunk/chunk_region.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <initializer_list>
+#include <map>
 #include <optional>
 #include <set>
 #include <utility>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
-#include "planner/chunk/row_layout.h"
+#include "planner/chunk/row_rules.h"
 
 namespace echo::planner {
 namespace {
 
-bool IsType(const Op& op, std::initializer_list<absl::string_view> types) {
-  return std::find(types.begin(), types.end(), op.op_type) != types.end();
-}
+using Reader = RowRules::Reader;
 
-// Ops that pass their first argument's rows through unchanged in order.
-bool IsRowView(const Op& op) {
-  return IsType(
-      op, {"aten::view", "aten::_unsafe_view", "aten::reshape",
-           "aten::_reshape_alias", "aten::alias", "aten::detach", "aten::clone",
-           "aten::contiguous", "aten::_to_copy", "aten::lift_fresh_copy"});
-}
+// Forward ops of the steps a stack joins: op -> the first row of its block.
+using Blocks = std::map<OpIndex, int64_t>;
 
-std::optional<int64_t> IntArg(const std::vector<std::string>& args, size_t i) {
-  int64_t value = 0;
-  if (i >= args.size() || !absl::SimpleAtoi(args[i], &value)) {
-    return std::nullopt;
-  }
-  return value;
+// An op with no keyword arguments (an add without alpha).
+bool HasNoKeywords(const Op& op) {
+  auto it = op.attributes.find(kArgsAttribute);
+  return it != op.attributes.end() && absl::EndsWith(it->second, "{})");
 }
 
 // The region's ops and what they read and make, as it grows.
 class RegionBuilder {
  public:
   RegionBuilder(const Graph& graph, int64_t rows)
-      : graph_(graph), layout_(graph, rows) {}
+      : graph_(graph), rows_(graph, rows) {}
 
-  // The row input of a forward op that makes rows `out` row-wise, or -1.
-  // A matmul with a whole operand is row-wise too; `*gemm` says it ended
-  // the chain (its row input is the region's input).
-  TensorIndex ForwardRowInput(OpIndex o, bool* gemm) const {
-    const Op& op = graph_.op(o);
-    *gemm = false;
-    if (op.phase != Phase::kForward || op.outputs.size() != 1) return -1;
-    const TensorIndex out = op.outputs[0];
-    if (layout_.Prefix(out) == 0) return -1;
-    const std::vector<TensorIndex> args = layout_.TensorArgs(op);
-    if (args.empty()) return -1;
-    if (IsType(op, {"aten::mm"}) || IsType(op, {"aten::addmm"})) {
-      const bool add = IsType(op, {"aten::addmm"});
-      if (args.size() != (add ? 3u : 2u)) return -1;
-      const TensorIndex x = args[add ? 1 : 0];
-      const TensorIndex w = args[add ? 2 : 1];
-      if (!layout_.RowsFirst2D(x) || !layout_.IsWhole(w)) return -1;
-      if (add && !(layout_.IsWhole(args[0]) &&
-                   layout_.BroadcastsOverRows(args[0], out))) {
-        return -1;
-      }
-      *gemm = true;
-      return x;
-    }
-    if (IsType(op, {"aten::_log_softmax", "aten::_softmax"})) {
-      return NonRowAxis(op, 1, out) ? SameRows(args[0], out) : -1;
-    }
-    if (IsRowView(op)) return SameRows(args[0], out);
-    if (op.op_class == OpClass::kElementwise) return ElementwiseRowInput(op);
-    return -1;
-  }
+  const RowRules& rows() const { return rows_; }
 
   // Grows the region from the forward `chain` (graph order, ending in the
-  // loss op) into the backward. Nullopt (with `why`) when it cannot be
-  // proven row-independent.
+  // loss op; `blocks` its ops on steps of `block_rows` rows) into the
+  // backward. Nullopt (with `why`) when it cannot be proven
+  // row-independent.
+  // With `blocks_allowed` false, selects of the rows stay outside (the
+  // rows' gradient leaves whole).
   std::optional<ChunkRegion> Close(const std::vector<OpIndex>& chain,
-                                   std::string* why) {
+                                   const Blocks& blocks, int64_t block_rows,
+                                   bool blocks_allowed, std::string* why) {
+    blocks_allowed_ = blocks_allowed;
     region_ops_.clear();
+    summed_.clear();
+    block_of_ = blocks;
+    block_rules_.reset();
+    if (block_rows > 0) block_rules_.emplace(graph_, block_rows);
     for (OpIndex o : chain) region_ops_.insert(o);
     ChunkRegion region;
     region.forward_ops = chain;
     region.loss_op = chain.back();
-    region.rows = layout_.rows();
+    region.rows = rows_.layout().rows();
+    region.block_rows = block_rows;
     // Breadth over the region's tensors: readers outside become backward
     // ops, gradients, or a reason to refuse.
     std::vector<TensorIndex> frontier;
@@ -99,6 +68,7 @@ class RegionBuilder {
       const OpIndex producer = graph_.tensor(t).producer;
       const bool forward_tensor = graph_.op(producer).phase == Phase::kForward;
       const bool loss_output = producer == region.loss_op;
+      const RowRules& rules = RulesOf(t);
       if (graph_.tensor(t).is_output && !loss_output) {
         if (forward_tensor) return Refuse(why, t, "is a graph output");
         gradients.insert(t);
@@ -109,26 +79,26 @@ class RegionBuilder {
         const Op& r = graph_.op(reader);
         // Read only as a view's base: the reader joins (or not) through
         // the view; settled once the region is closed.
-        if (!ReadsAsArgument(r, t)) {
+        if (!rules.ReadsAsArgument(r, t)) {
           as_base.emplace_back(t, reader);
           continue;
         }
         if (r.phase == Phase::kForward) {
           if (loss_output) continue;  // the loss goes on outside
           bool gemm = false;
-          if (ForwardRowInput(reader, &gemm) < 0 || gemm) {
+          if (rules.ForwardRowInput(reader, &gemm) < 0 || gemm) {
             return Refuse(why, t,
                           absl::StrCat("is read by forward op '", r.id,
                                        "', which is not row-wise"));
           }
-          region_ops_.insert(reader);
-          region.forward_ops.push_back(reader);
+          Join(reader, BlockOfTensor(t), region.forward_ops);
           for (TensorIndex out : r.outputs) frontier.push_back(out);
           continue;
         }
-        const Reader kind = ClassifyBackwardReader(reader, t);
-        if (kind == Reader::kOutside) {
-          if (forward_tensor || layout_.RowsLast(t)) {
+        const Reader kind = rules.ClassifyBackwardReader(reader, t);
+        if (kind == Reader::kOutside ||
+            (kind == Reader::kBlock && !JoinsBlock(reader, t, region))) {
+          if (forward_tensor || rules.layout().RowsLast(t)) {
             return Refuse(why, t,
                           absl::StrCat("is read by backward op '", r.id,
                                        "', which is not row-wise"));
@@ -136,11 +106,13 @@ class RegionBuilder {
           gradients.insert(t);
           continue;
         }
-        region_ops_.insert(reader);
-        region.backward_ops.push_back(reader);
+        if (kind != Reader::kBlock) {
+          Join(reader, BlockOfTensor(t), region.backward_ops);
+        }
         for (TensorIndex out : r.outputs) {
-          if (kind == Reader::kTerminal) {
+          if (kind == Reader::kRowsOut || kind == Reader::kSummed) {
             gradients.insert(out);
+            if (kind == Reader::kSummed) summed_.insert(out);
           } else {
             frontier.push_back(out);
           }
@@ -158,27 +130,105 @@ class RegionBuilder {
       }
       gradients.insert(t);
     }
+    JoinSums(region, gradients);
     HandOnStorage(region, gradients);
     std::sort(region.forward_ops.begin(), region.forward_ops.end());
     std::sort(region.backward_ops.begin(), region.backward_ops.end());
     region.gradients.assign(gradients.begin(), gradients.end());
     if (!PullBackwardViews(region, why)) return std::nullopt;
+    if (!CheckBlocks(region, why)) return std::nullopt;
     if (!CollectTensors(region, why)) return std::nullopt;
     return region;
   }
 
  private:
-  enum class Reader { kRowWise, kTerminal, kOutside };
-
   std::optional<ChunkRegion> Refuse(std::string* why, TensorIndex t,
                                     const std::string& what) const {
     *why = absl::StrCat("tensor '", graph_.tensor(t).id, "' ", what);
     return std::nullopt;
   }
 
-  bool ReadsAsArgument(const Op& op, TensorIndex t) const {
-    const std::vector<TensorIndex> args = layout_.TensorArgs(op);
-    return std::find(args.begin(), args.end(), t) != args.end();
+  void Join(OpIndex o, int64_t block, std::vector<OpIndex>& ops) {
+    region_ops_.insert(o);
+    ops.push_back(o);
+    if (block >= 0) block_of_[o] = block;
+  }
+
+  // The first row of the block `t` holds, or -1 (the region's rows).
+  int64_t BlockOfTensor(TensorIndex t) const {
+    auto it = block_of_.find(graph_.tensor(t).producer);
+    return it == block_of_.end() ? -1 : it->second;
+  }
+
+  const RowRules& RulesOf(TensorIndex t) const {
+    return BlockOfTensor(t) >= 0 ? *block_rules_ : rows_;
+  }
+
+  // A select of one block of the rows joins when its blocks are the
+  // region's (or the region has none yet) and start at a multiple of them.
+  bool JoinsBlock(OpIndex select, TensorIndex t, ChunkRegion& region) {
+    if (!blocks_allowed_ || BlockOfTensor(t) >= 0) return false;
+    int64_t block_rows = 0;
+    const int64_t first = rows_.SelectFirstRow(select, t, &block_rows);
+    if (region.block_rows == 0) {
+      region.block_rows = block_rows;
+      block_rules_.emplace(graph_, block_rows);
+    }
+    if (block_rows != region.block_rows || first % block_rows != 0 ||
+        first < 0 || first >= region.rows) {
+      return false;
+    }
+    Join(select, first, region.backward_ops);
+    return true;
+  }
+
+  // Summed gradients pass through views and adds of one another on their
+  // way out (a step's projection's gradient, added over the steps): those
+  // join, so each chunk adds its share straight into the gradient they
+  // end in.
+  void JoinSums(ChunkRegion& region, std::set<TensorIndex>& gradients) {
+    // The one op that computes with `g` (others read it as a view's base:
+    // views of it on the same way out).
+    auto single_reader = [&](TensorIndex g) -> OpIndex {
+      const Tensor& tensor = graph_.tensor(g);
+      if (!summed_.count(g) || !gradients.count(g) || tensor.is_output) {
+        return kNoOp;
+      }
+      OpIndex reader = kNoOp;
+      for (OpIndex r : tensor.readers) {
+        if (!rows_.ReadsAsArgument(graph_.op(r), g)) continue;
+        if (reader != kNoOp) return kNoOp;
+        reader = r;
+      }
+      return reader;
+    };
+    bool changed = true;
+    while (changed) {
+      changed = false;
+      for (TensorIndex g : gradients) {
+        const OpIndex r = single_reader(g);
+        if (r == kNoOp || region_ops_.count(r)) continue;
+        const Op& op = graph_.op(r);
+        const std::vector<TensorIndex> args = rows_.layout().TensorArgs(op);
+        if (op.phase != Phase::kBackward || op.outputs.size() != 1 ||
+            args.empty()) {
+          continue;
+        }
+        const bool view = IsWholeView(op) && args.size() == 1;
+        const bool add =
+            IsType(op, {"aten::add"}) && args.size() == 2 &&
+            HasNoKeywords(op) && args[0] != args[1] &&
+            std::all_of(args.begin(), args.end(),
+                        [&](TensorIndex a) { return single_reader(a) == r; });
+        if (!view && !add) continue;
+        Join(r, -1, region.backward_ops);
+        for (TensorIndex a : args) gradients.erase(a);
+        gradients.insert(op.outputs[0]);
+        summed_.insert(op.outputs[0]);
+        changed = true;
+        break;
+      }
+    }
   }
 
   // A gradient that is a view of the region's (zero bytes of its own)
@@ -190,129 +240,26 @@ class RegionBuilder {
       changed = false;
       for (TensorIndex g : gradients) {
         const OpIndex p = graph_.tensor(g).producer;
-        const std::vector<TensorIndex> args = layout_.TensorArgs(graph_.op(p));
+        const std::vector<TensorIndex> args =
+            rows_.layout().TensorArgs(graph_.op(p));
         if (graph_.tensor(g).size_bytes != 0 || args.empty() ||
             graph_.op(p).phase == Phase::kForward) {
           continue;
         }
         region_ops_.erase(p);
+        block_of_.erase(p);
         region.backward_ops.erase(std::remove(region.backward_ops.begin(),
                                               region.backward_ops.end(), p),
                                   region.backward_ops.end());
-        for (TensorIndex out : graph_.op(p).outputs) gradients.erase(out);
+        for (TensorIndex out : graph_.op(p).outputs) {
+          gradients.erase(out);
+          summed_.erase(out);
+        }
         gradients.insert(args[0]);
         changed = true;
         break;
       }
     }
-  }
-
-  // The axis argument args[i] of a (log-)softmax or its backward is not one
-  // of the row axes of `out`.
-  bool NonRowAxis(const Op& op, size_t i, TensorIndex out) const {
-    const std::optional<int64_t> dim = IntArg(PositionalArgs(op), i);
-    if (!dim.has_value()) return false;
-    const int64_t rank = static_cast<int64_t>(graph_.tensor(out).shape.size());
-    const int64_t axis = *dim < 0 ? *dim + rank : *dim;
-    return axis >= layout_.Prefix(out) && axis < rank;
-  }
-
-  // `in` if it holds the same rows (and elements per row) as `out`.
-  TensorIndex SameRows(TensorIndex in, TensorIndex out) const {
-    return layout_.Prefix(in) > 0 &&
-                   layout_.ElementsPerRow(in) == layout_.ElementsPerRow(out)
-               ? in
-               : -1;
-  }
-
-  // An elementwise op is row-wise when each operand has the output's shape
-  // (row-aligned) or broadcasts over its rows; its row input is the first
-  // row-aligned operand.
-  TensorIndex ElementwiseRowInput(const Op& op) const {
-    if (op.op_class != OpClass::kElementwise || op.outputs.size() != 1) {
-      return -1;
-    }
-    const TensorIndex out = op.outputs[0];
-    TensorIndex row_input = -1;
-    for (TensorIndex t : layout_.TensorArgs(op)) {
-      if (graph_.tensor(t).shape == graph_.tensor(out).shape) {
-        if (row_input < 0) row_input = t;
-      } else if (!layout_.BroadcastsOverRows(t, out)) {
-        return -1;
-      }
-    }
-    return row_input;
-  }
-
-  // How backward op `o` reads region tensor `t`.
-  Reader ClassifyBackwardReader(OpIndex o, TensorIndex t) const {
-    const Op& op = graph_.op(o);
-    if (op.phase != Phase::kBackward || op.outputs.size() != 1) {
-      return Reader::kOutside;
-    }
-    const TensorIndex out = op.outputs[0];
-    const std::vector<TensorIndex> args = layout_.TensorArgs(op);
-    if (args.empty()) return Reader::kOutside;
-    if (IsType(op, {"aten::nll_loss_backward"})) {
-      // (grad_output, self, target, weight, reduction, ignore_index,
-      // total_weight): rows out when the loss's gradient is a scalar.
-      return layout_.Prefix(out) > 0 && graph_.tensor(args[0]).shape.empty() &&
-                     args[0] != t
-                 ? Reader::kRowWise
-                 : Reader::kOutside;
-    }
-    if (IsType(op, {"aten::_log_softmax_backward_data",
-                    "aten::_softmax_backward_data"})) {
-      return layout_.Prefix(out) > 0 && NonRowAxis(op, 2, out) &&
-                     SameRows(args[0], out) >= 0
-                 ? Reader::kRowWise
-                 : Reader::kOutside;
-    }
-    if (IsType(op, {"aten::t"}) && layout_.RowsFirst2D(t)) {
-      return Reader::kRowWise;  // rows last: only a matmul may read it
-    }
-    if (IsType(op, {"aten::mm"}) && args.size() == 2) {
-      if (args[0] == t && layout_.RowsFirst2D(t) && layout_.IsWhole(args[1])) {
-        return Reader::kTerminal;  // rows out, slice by slice
-      }
-      if (args[0] == t && layout_.RowsLast(t) && layout_.RowsFirst2D(args[1])) {
-        return Reader::kTerminal;  // summed over the rows
-      }
-      return Reader::kOutside;
-    }
-    if (IsType(op, {"aten::sum"}) && SumsOverRows(op, t)) {
-      return Reader::kTerminal;
-    }
-    if (layout_.Prefix(out) == 0) return Reader::kOutside;
-    if (IsRowView(op)) {
-      return args[0] == t && SameRows(t, out) >= 0 ? Reader::kRowWise
-                                                   : Reader::kOutside;
-    }
-    if (op.op_class == OpClass::kElementwise && ElementwiseRowInput(op) >= 0) {
-      return Reader::kRowWise;
-    }
-    return Reader::kOutside;
-  }
-
-  // aten::sum(t, [axes...]) over exactly the row axes of t.
-  bool SumsOverRows(const Op& op, TensorIndex t) const {
-    const std::vector<std::string> args = PositionalArgs(op);
-    if (args.size() < 2 || layout_.TensorArgs(op).front() != t) return false;
-    std::string list = args[1];
-    list.erase(std::remove_if(list.begin(), list.end(),
-                              [](char c) { return c == '[' || c == ']'; }),
-               list.end());
-    std::set<int64_t> axes;
-    for (absl::string_view item : absl::StrSplit(list, ',')) {
-      int64_t axis = 0;
-      if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(item), &axis)) {
-        return false;
-      }
-      axes.insert(axis);
-    }
-    std::set<int64_t> rows;
-    for (int64_t a = 0; a < layout_.Prefix(t); ++a) rows.insert(a);
-    return axes == rows;
   }
 
   // Backward ops may read, besides the region's tensors, the loss's scalar
@@ -326,7 +273,7 @@ class RegionBuilder {
         if (region_ops_.count(p) || AliveAtLoss(t, region.forward_ops.back()))
           continue;
         if (IsType(op, {"aten::nll_loss_backward"}) &&
-            t == layout_.TensorArgs(op).front()) {
+            t == rows_.layout().TensorArgs(op).front()) {
           if (region.loss_gradient >= 0 && region.loss_gradient != t) {
             *why = "the loss's backward reads two scalar gradients";
             return false;
@@ -371,6 +318,42 @@ class RegionBuilder {
     return true;
   }
 
+  // A block's ops run only in its chunk, on it whole: they may read their
+  // own block's tensors and whole ones, and only the stack and the sums
+  // read blocks from outside them.
+  bool CheckBlocks(ChunkRegion& region, std::string* why) const {
+    for (OpIndex o : region.ops()) {
+      const int64_t block = block_of_.count(o) ? block_of_.at(o) : -1;
+      const Op& op = graph_.op(o);
+      const bool joins_blocks =
+          IsType(op, {"aten::stack"}) ||
+          (!op.outputs.empty() && summed_.count(op.outputs[0]) > 0);
+      // What the op computes with (a view's base only keeps storage).
+      const std::vector<TensorIndex> args = rows_.layout().TensorArgs(op);
+      for (TensorIndex t : args.empty() ? op.inputs : args) {
+        const OpIndex p = graph_.tensor(t).producer;
+        if (p == kNoOp || !region_ops_.count(p)) continue;
+        const int64_t from = BlockOfTensor(t);
+        const bool ok =
+            block >= 0 ? from == block ||
+                             (from < 0 && (IsType(op, {"aten::select"}) ||
+                                           (rows_.layout().Prefix(t) == 0 &&
+                                            !rows_.layout().RowsLast(t))))
+                       : from < 0 || joins_blocks;
+        if (!ok) {
+          *why = absl::StrCat("op '", op.id, "' reads '", graph_.tensor(t).id,
+                              "' across the blocks of its steps");
+          return false;
+        }
+      }
+    }
+    for (const auto& [op, first_row] : block_of_) {
+      if (region_ops_.count(op)) region.block_ops.push_back({op, first_row});
+    }
+    if (region.block_ops.empty()) region.block_rows = 0;
+    return true;
+  }
+
   // A zero-byte graph input the client says is never sent.
   bool IsNeverSent(TensorIndex t) const {
     const Tensor& tensor = graph_.tensor(t);
@@ -395,9 +378,8 @@ class RegionBuilder {
   }
 
   // Made before the region's forward step `step`, or a graph input the
-  // forward reads (inputs
-  // only the backward reads are gradients of outputs: not there yet when
-  // the forward runs).
+  // forward reads (inputs only the backward reads are gradients of
+  // outputs: not there yet when the forward runs).
   bool AliveAtLoss(TensorIndex t, OpIndex step) const {
     const Tensor& tensor = graph_.tensor(t);
     if (tensor.producer != kNoOp) return tensor.producer < step;
@@ -408,49 +390,49 @@ class RegionBuilder {
   }
 
   bool CollectTensors(ChunkRegion& region, std::string* why) const {
-    std::set<TensorIndex> inputs;
+    std::set<TensorIndex> inputs, read_by_chunks;
     const std::set<TensorIndex> gradients(region.gradients.begin(),
                                           region.gradients.end());
-    auto visit = [&](const std::vector<OpIndex>& ops) -> bool {
-      for (OpIndex o : ops) {
-        for (TensorIndex t : graph_.op(o).inputs) {
-          if (!region_ops_.count(graph_.tensor(t).producer) &&
-              t != region.loss_gradient &&
-              std::find(region.zero_inputs.begin(), region.zero_inputs.end(),
-                        t) == region.zero_inputs.end()) {
-            inputs.insert(t);
-          }
-        }
-        for (TensorIndex t : graph_.op(o).outputs) {
-          if (gradients.count(t)) continue;
-          if (o == region.loss_op && ReadOutside(t)) {
-            // The region's forward step makes it: nobody may read it first.
-            for (OpIndex r : graph_.tensor(t).readers) {
-              if (!region_ops_.count(r) && r < region.forward_ops.back()) {
-                *why = absl::StrCat("op '", graph_.op(r).id,
-                                    "' reads the loss inside the region");
-                return false;
-              }
-            }
-            region.loss_outputs.push_back(t);
-            continue;
-          }
-          region.inner.push_back(t);
-          region.inner_bytes += graph_.tensor(t).size_bytes;
+    for (OpIndex o : region.ops()) {
+      for (TensorIndex t : graph_.op(o).inputs) {
+        if (!region_ops_.count(graph_.tensor(t).producer) &&
+            t != region.loss_gradient &&
+            std::find(region.zero_inputs.begin(), region.zero_inputs.end(),
+                      t) == region.zero_inputs.end()) {
+          inputs.insert(t);
+          if (!block_of_.count(o)) read_by_chunks.insert(t);
         }
       }
-      return true;
-    };
-    if (!visit(region.ops())) {
-      return false;
+      for (TensorIndex t : graph_.op(o).outputs) {
+        if (summed_.count(t)) region.summed.push_back(t);
+        if (gradients.count(t)) continue;
+        if (o == region.loss_op && ReadOutside(t)) {
+          // The region's forward step makes it: nobody may read it first.
+          for (OpIndex r : graph_.tensor(t).readers) {
+            if (!region_ops_.count(r) && r < region.forward_ops.back()) {
+              *why = absl::StrCat("op '", graph_.op(r).id,
+                                  "' reads the loss inside the region");
+              return false;
+            }
+          }
+          region.loss_outputs.push_back(t);
+          continue;
+        }
+        region.inner.push_back(t);
+        if (!summed_.count(t))
+          region.inner_bytes += graph_.tensor(t).size_bytes;
+      }
     }
     region.inputs.assign(inputs.begin(), inputs.end());
+    // A block's inputs are read whole by its ops.
     for (TensorIndex t : region.inputs) {
-      if (layout_.Prefix(t) > 0 && !layout_.IsWhole(t)) {
+      if (read_by_chunks.count(t) && rows_.layout().Prefix(t) > 0 &&
+          !rows_.layout().IsWhole(t)) {
         region.sliced_inputs.push_back(t);
       }
     }
     std::sort(region.inner.begin(), region.inner.end());
+    std::sort(region.summed.begin(), region.summed.end());
     if (region.inner_bytes == 0) {
       *why = "nothing inside the region takes memory";
       return false;
@@ -465,73 +447,77 @@ class RegionBuilder {
                        [&](OpIndex r) { return !region_ops_.count(r); });
   }
 
- private:
   const Graph& graph_;
-  RowLayout layout_;
+  RowRules rows_;
+  std::optional<RowRules> block_rules_;
   std::set<OpIndex> region_ops_;
+  Blocks block_of_;
+  std::set<TensorIndex> summed_;
+  bool blocks_allowed_ = true;
 };
 
-// The forward chain that ends in loss op `loss`, longest first: the loss
-// and the row-wise ops above it, up to and including the output
-// projection.
-std::vector<OpIndex> ForwardChain(const RegionBuilder& builder,
-                                  const Graph& graph, OpIndex loss,
-                                  TensorIndex log_probs) {
-  std::vector<OpIndex> chain = {loss};
-  TensorIndex rows = log_probs;
+// The row-wise forward chain under `rules` that makes `rows`, top first,
+// up to and including a matmul with a whole operand; `*top` is the row
+// tensor the chain starts from.
+std::vector<OpIndex> RowChainTo(const RowRules& rules, const Graph& graph,
+                                TensorIndex rows, TensorIndex* top) {
+  std::vector<OpIndex> chain;
   while (true) {
     const OpIndex p = graph.tensor(rows).producer;
     if (p == kNoOp) break;
     bool gemm = false;
-    const TensorIndex up = builder.ForwardRowInput(p, &gemm);
+    const TensorIndex up = rules.ForwardRowInput(p, &gemm);
     if (up < 0) break;
     chain.push_back(p);
-    if (gemm) break;
     rows = up;
+    if (gemm) break;
   }
+  *top = rows;
   std::reverse(chain.begin(), chain.end());
   return chain;
 }
 
+// The forward region whose chain starts at `top` through a stack of steps'
+// rows, each made by its own row-wise chain (their ops in `blocks`); empty
+// when `top` is not such a stack.
+std::vector<OpIndex> StackedSteps(const RowRules& rows, const Graph& graph,
+                                  TensorIndex top, Blocks* blocks,
+                                  int64_t* block_rows) {
+  const OpIndex stack = graph.tensor(top).producer;
+  if (stack == kNoOp) return {};
+  *block_rows = rows.StackBlockRows(stack);
+  if (*block_rows == 0) return {};
+  const RowRules block(graph, *block_rows);
+  std::vector<OpIndex> ops = {stack};
+  const std::vector<TensorIndex> steps =
+      rows.layout().TensorArgs(graph.op(stack));
+  for (size_t k = 0; k < steps.size(); ++k) {
+    TensorIndex unused = -1;
+    for (OpIndex o : RowChainTo(block, graph, steps[k], &unused)) {
+      if (blocks->count(o)) return {};  // one op for two steps
+      (*blocks)[o] = static_cast<int64_t>(k) * *block_rows;
+      ops.push_back(o);
+    }
+  }
+  return blocks->empty() ? std::vector<OpIndex>{} : ops;
+}
+
 }  // namespace
 
-std::vector<std::string> PositionalArgs(const Op& op) {
-  std::vector<std::string> items;
-  auto it = op.attributes.find("args");
-  if (it == op.attributes.end()) return items;
-  const std::string& text = it->second;
-  // "((a, b, [c, d]), {...})": the inner tuple's top-level items.
-  size_t start = text.find('(', text.find('(') + 1);
-  if (text.empty() || text[0] != '(' || start == std::string::npos) {
-    return items;
-  }
-  int depth = 0;
-  std::string item;
-  for (size_t i = start + 1; i < text.size(); ++i) {
-    const char c = text[i];
-    if (depth == 0 && (c == ',' || c == ')')) {
-      std::string trimmed(absl::StripAsciiWhitespace(item));
-      if (!trimmed.empty()) {
-        if (trimmed.size() >= 2 && trimmed.front() == '\'' &&
-            trimmed.back() == '\'') {
-          trimmed = trimmed.substr(1, trimmed.size() - 2);
-        }
-        items.push_back(trimmed);
-      }
-      item.clear();
-      if (c == ')') break;
-      continue;
-    }
-    if (c == '(' || c == '[' || c == '{') ++depth;
-    if (c == ')' || c == ']' || c == '}') --depth;
-    item.push_back(c);
-  }
-  return items;
+int64_t ChunkRegion::BlockOf(OpIndex o) const {
+  auto it =
+      std::lower_bound(block_ops.begin(), block_ops.end(), o,
+                       [](const BlockOp& b, OpIndex op) { return b.op < op; });
+  return it != block_ops.end() && it->op == o ? it->first_row : -1;
 }
 
 ChunkRegionSearch FindChunkRegions(const Graph& graph) {
   ChunkRegionSearch search;
   std::set<OpIndex> taken;
+  auto free = [&](const std::vector<OpIndex>& ops) {
+    return std::none_of(ops.begin(), ops.end(),
+                        [&](OpIndex c) { return taken.count(c) > 0; });
+  };
   for (OpIndex o = 0; o < graph.num_ops(); ++o) {
     const Op& op = graph.op(o);
     if (op.op_type != "aten::nll_loss_forward" || op.phase != Phase::kForward) {
@@ -541,8 +527,7 @@ ChunkRegionSearch FindChunkRegions(const Graph& graph) {
       search.rejected.push_back(
           absl::StrCat("loss '", OpDisplayName(op), "' is not chunked: ", why));
     };
-    const std::vector<std::string> args = PositionalArgs(op);
-    const std::optional<int64_t> reduction = IntArg(args, 3);
+    const std::optional<int64_t> reduction = IntArg(op, 3);
     if (!reduction.has_value() || (*reduction != 1 && *reduction != 2)) {
       reject("its reduction is not mean or sum");
       continue;
@@ -558,15 +543,39 @@ ChunkRegionSearch FindChunkRegions(const Graph& graph) {
       continue;
     }
     RegionBuilder builder(graph, rows);
-    std::vector<OpIndex> chain = ForwardChain(builder, graph, o, op.inputs[0]);
-    // Drop ops from the top until the region closes (an output projection
-    // whose logits are also returned leaves the softmax and loss).
+    TensorIndex top = -1;
+    std::vector<OpIndex> chain =
+        RowChainTo(builder.rows(), graph, op.inputs[0], &top);
+    chain.push_back(o);
     std::string why;
     std::optional<ChunkRegion> region;
+    // First with the steps a stack joins, then without them, dropping ops
+    // from the top until the region closes (an output projection whose
+    // logits are also returned leaves the softmax and loss).
+    Blocks blocks;
+    int64_t block_rows = 0;
+    // A chain that ends in the projection already starts at small rows.
+    const bool projected =
+        !chain.empty() &&
+        IsType(graph.op(chain.front()), {"aten::mm", "aten::addmm"});
+    std::vector<OpIndex> stacked =
+        projected
+            ? std::vector<OpIndex>{}
+            : StackedSteps(builder.rows(), graph, top, &blocks, &block_rows);
+    if (!stacked.empty()) {
+      stacked.insert(stacked.end(), chain.begin(), chain.end());
+      std::sort(stacked.begin(), stacked.end());
+      if (free(stacked)) {
+        region = builder.Close(stacked, blocks, block_rows, true, &why);
+      }
+    }
     while (!chain.empty() && !region.has_value()) {
-      if (std::none_of(chain.begin(), chain.end(),
-                       [&](OpIndex c) { return taken.count(c) > 0; })) {
-        region = builder.Close(chain, &why);
+      if (free(chain)) {
+        for (bool blocks_allowed : {true, false}) {
+          if (!region.has_value()) {
+            region = builder.Close(chain, {}, 0, blocks_allowed, &why);
+          }
+        }
       }
       chain.erase(chain.begin());
     }

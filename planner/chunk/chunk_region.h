@@ -4,7 +4,8 @@
 // on row slices one after another and only a slice of each inner tensor is
 // alive at a time.
 //
-// What is proven, from op semantics and shapes (never from names):
+// What is proven, from op semantics and shapes (never from names;
+// row_rules.h):
 //  - the region ends in aten::nll_loss_forward over [N, C] log-probabilities
 //    with reduction mean or sum (a scalar loss; per-row losses are left
 //    alone);
@@ -12,11 +13,14 @@
 //    leading, elementwise ops whose other operands are row-aligned or
 //    broadcast over the rows, (log-)softmax over a non-row axis, and at most
 //    one matmul of the rows with a whole operand (the output projection);
+//    or a stack (axis 0) of steps' rows, each made by such a chain of its
+//    own (a decoder projecting every step: blocks, below);
 //  - its backward: the ops that read those tensors, closed over row-wise
 //    readers, ending where gradients leave: a matmul with a whole operand
 //    (rows out), a matmul of the transposed rows with row-aligned rows or a
-//    sum over the rows (whole out, summed over chunks), or any other reader
-//    (rows out, written slice by slice);
+//    sum over the rows (whole out, summed over chunks, through the views and
+//    adds that join such sums), a select of one step's block, or any other
+//    reader (rows out, written slice by slice);
 //  - no tensor inside is read outside the region or is a graph output, and
 //    the backward needs nothing from the backward pass but the loss's scalar
 //    gradient and views of tensors alive at the loss.
@@ -66,8 +70,27 @@ struct ChunkRegion {
   std::vector<TensorIndex> loss_outputs;
   // Backward tensors read outside the region: what the region hands on.
   std::vector<TensorIndex> gradients;
-  // Allocated bytes of `inner`, summed: what the unchunked region makes.
+  // Allocated bytes of `inner`, summed: what the unchunked region makes
+  // (summed tensors excluded: never more than two of them at once).
   int64_t inner_bytes = 0;
+  // Blocks: when a stack joins the rows from steps of `block_rows` rows
+  // each, the ops of one step (its projection, the select of its gradient
+  // and what reads it) run on that block whole, once, in the chunk that
+  // holds it. Blocks start at multiples of block_rows, and chunks hold
+  // whole blocks. Sorted by op.
+  struct BlockOp {
+    OpIndex op = kNoOp;
+    int64_t first_row = 0;
+  };
+  int64_t block_rows = 0;  // 0: no blocks
+  std::vector<BlockOp> block_ops;
+  // The first row of the block `o` runs on, or -1 when it runs on chunks.
+  int64_t BlockOf(OpIndex o) const;
+  // Backward tensors summed over the rows (a matmul of the transposed
+  // rows, a sum over them) and the views and adds of them they pass
+  // through on their way out: each chunk adds its share straight into the
+  // gradient they end in, so those inside are never made.
+  std::vector<TensorIndex> summed;
 };
 
 // Graph metadata: comma-separated ids of graph inputs (gradients of outputs
@@ -83,11 +106,6 @@ struct ChunkRegionSearch {
 
 // Every chunkable region of the graph; regions are disjoint.
 ChunkRegionSearch FindChunkRegions(const Graph& graph);
-
-// The op's arguments as the PyTorch hook records them (attribute "args",
-// e.g. "(('%', 1, False), {})"): the top-level items of the positional
-// tuple, "%" for a tensor. Empty when the op has no such attribute.
-std::vector<std::string> PositionalArgs(const Op& op);
 
 }  // namespace echo::planner
 

@@ -31,14 +31,36 @@ int64_t ChunkBytes(const RowLayout& layout, const Tensor& tensor, TensorIndex t,
          (tensor.size_bytes % rows * chunk_rows + rows - 1) / rows;
 }
 
-// What one chunk of a gradient takes before it joins the step's output: a
-// matmul writes (or adds) into it directly, a sum over the rows makes a
-// partial of its size to add, any other op a slice that is then copied in.
-int64_t GradientChunkBytes(const Graph& graph, const RowLayout& layout,
-                           TensorIndex t, int64_t chunk_rows) {
-  const Op& op = graph.op(graph.tensor(t).producer);
+// What one chunk of a summed tensor or a gradient takes before it joins
+// the step's output: a matmul writes (or adds) into it directly, a sum over
+// the rows makes a partial of its size to add, the views and adds between
+// sums and a block's ops make nothing of their own (the block's result is
+// handed on as it is), any other op a slice that is then copied in.
+int64_t OutputChunkBytes(const Graph& graph, const ChunkRegion& region,
+                         const RowLayout& layout, TensorIndex t,
+                         int64_t chunk_rows) {
+  const OpIndex producer = graph.tensor(t).producer;
+  const Op& op = graph.op(producer);
   if (op.op_type == "aten::mm") return 0;
   if (op.op_type == "aten::sum") return graph.tensor(t).size_bytes;
+  if (std::binary_search(region.summed.begin(), region.summed.end(), t) ||
+      region.BlockOf(producer) >= 0) {
+    return 0;
+  }
+  return ChunkBytes(layout, graph.tensor(t), t, chunk_rows);
+}
+
+// The size of one chunk's share of an inner tensor: a slice of the rows,
+// a block whole, nothing of a sum (OutputChunkBytes).
+int64_t InnerChunkBytes(const Graph& graph, const ChunkRegion& region,
+                        const RowLayout& layout, TensorIndex t,
+                        int64_t chunk_rows) {
+  if (std::binary_search(region.summed.begin(), region.summed.end(), t)) {
+    return OutputChunkBytes(graph, region, layout, t, chunk_rows);
+  }
+  if (region.BlockOf(graph.tensor(t).producer) >= 0) {
+    return graph.tensor(t).size_bytes;
+  }
   return ChunkBytes(layout, graph.tensor(t), t, chunk_rows);
 }
 
@@ -57,13 +79,24 @@ OpSpec StepSpec(std::string id, const char* op_type, OpClass op_class,
   return spec;
 }
 
-double RegionCost(const ChunkRegion& region,
+// The region's cost, and its kernels that every chunk launches (a block's
+// ops run once, in their chunk; the views and adds between sums never run,
+// the sums add into their gradient instead).
+double RegionCost(const Graph& graph, const ChunkRegion& region,
                   const std::vector<double>& op_costs, int32_t* kernels) {
   double cost = 0;
   *kernels = 0;
   for (OpIndex o : region.ops()) {
     cost += op_costs[o];
-    if (op_costs[o] > 0) ++*kernels;
+    const std::vector<TensorIndex>& outputs = graph.op(o).outputs;
+    const bool between_sums =
+        !outputs.empty() &&
+        std::binary_search(region.summed.begin(), region.summed.end(),
+                           outputs[0]) &&
+        graph.op(o).op_type != "aten::mm" && graph.op(o).op_type != "aten::sum";
+    if (op_costs[o] > 0 && region.BlockOf(o) < 0 && !between_sums) {
+      ++*kernels;
+    }
   }
   return cost;
 }
@@ -88,10 +121,14 @@ absl::StatusOr<int64_t> ChunkWorkspaceBytes(const Graph& graph,
   const std::set<TensorIndex> gradients(region.gradients.begin(),
                                         region.gradients.end());
   GraphBuilder chunk(absl::StrCat(graph.name(), ".chunk"));
-  const std::vector<OpIndex> ops = region.ops();
-  std::set<TensorIndex> declared, made;
-  for (OpIndex o : ops) {
-    made.insert(graph.op(o).outputs.begin(), graph.op(o).outputs.end());
+  // The first chunk's: its blocks, not the others'.
+  std::vector<OpIndex> ops;
+  std::set<TensorIndex> declared, made, elsewhere;
+  for (OpIndex o : region.ops()) {
+    const int64_t block = region.BlockOf(o);
+    std::set<TensorIndex>& into = block >= chunk_rows ? elsewhere : made;
+    into.insert(graph.op(o).outputs.begin(), graph.op(o).outputs.end());
+    if (block < chunk_rows) ops.push_back(o);
   }
   auto declare = [&](TensorIndex t) {
     if (!declared.insert(t).second) return;
@@ -102,10 +139,11 @@ absl::StatusOr<int64_t> ChunkWorkspaceBytes(const Graph& graph,
     spec.role = TensorRole::kActivation;
     // Inputs are slices or wholes of live tensors, the loss outputs the
     // step's own: they take no bytes here.
-    spec.size_bytes = inner.count(t) ? ChunkBytes(layout, tensor, t, chunk_rows)
-                      : gradients.count(t)
-                          ? GradientChunkBytes(graph, layout, t, chunk_rows)
-                          : 0;
+    spec.size_bytes =
+        inner.count(t) ? InnerChunkBytes(graph, region, layout, t, chunk_rows)
+        : gradients.count(t)
+            ? OutputChunkBytes(graph, region, layout, t, chunk_rows)
+            : 0;
     if (!made.count(t)) spec.role = TensorRole::kInput;
     chunk.AddTensor(std::move(spec));
   };
@@ -114,8 +152,11 @@ absl::StatusOr<int64_t> ChunkWorkspaceBytes(const Graph& graph,
     OpSpec spec;
     spec.id = op.id;
     spec.op_class = op.op_class;
-    spec.workspace_bytes = op.workspace_bytes / region.rows * chunk_rows;
+    spec.workspace_bytes = region.BlockOf(o) >= 0
+                               ? op.workspace_bytes
+                               : op.workspace_bytes / region.rows * chunk_rows;
     for (TensorIndex t : op.inputs) {
+      if (elsewhere.count(t)) continue;  // another chunk's block
       declare(t);
       spec.input_ids.push_back(graph.tensor(t).id);
     }
@@ -166,16 +207,25 @@ absl::StatusOr<ChunkedGraph> ChunkGraph(const Graph& graph,
     ChunkedStep step;
     step.chunks = static_cast<int32_t>(std::min<int64_t>(chunks, region.rows));
     step.chunk_rows = (region.rows + step.chunks - 1) / step.chunks;
+    if (region.block_rows > 0) {
+      // Whole blocks per chunk.
+      step.chunk_rows = (step.chunk_rows + region.block_rows - 1) /
+                        region.block_rows * region.block_rows;
+      step.chunks = static_cast<int32_t>((region.rows + step.chunk_rows - 1) /
+                                         step.chunk_rows);
+    }
     ASSIGN_OR_RETURN(
         step.chunk_workspace_bytes,
         ChunkWorkspaceBytes(graph, region, step.chunk_rows, memory));
     for (TensorIndex t : region.inner) {
       dropped.insert(t);
-      step.inner_bytes += AllocatedBytes(graph.tensor(t).size_bytes, memory);
+      if (!std::binary_search(region.summed.begin(), region.summed.end(), t)) {
+        step.inner_bytes += AllocatedBytes(graph.tensor(t).size_bytes, memory);
+      }
     }
     for (OpIndex o : region.ops()) removed.insert(o);
     int32_t kernels = 0;
-    const double cost = RegionCost(region, op_costs, &kernels);
+    const double cost = RegionCost(graph, region, op_costs, &kernels);
     const double per_launch =
         launch_cost >= 0 ? launch_cost
                          : kUnknownLaunchShare * cost / std::max(kernels, 1);

@@ -60,7 +60,7 @@ bool RowLayout::BroadcastsOverRows(TensorIndex in, TensorIndex out) const {
 }
 
 std::vector<TensorIndex> RowLayout::TensorArgs(const Op& op) const {
-  auto it = op.attributes.find("args");
+  auto it = op.attributes.find(kArgsAttribute);
   if (it == op.attributes.end()) return {};
   const size_t count = static_cast<size_t>(
       std::count(it->second.begin(), it->second.end(), '%'));

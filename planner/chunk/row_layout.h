@@ -12,6 +12,10 @@
 
 namespace echo::planner {
 
+// Op attribute: the op's arguments as the PyTorch hook records them, e.g.
+// "(('%', 1, False), {})" with "%" for a tensor (row_rules.h reads it).
+inline constexpr char kArgsAttribute[] = "args";
+
 class RowLayout {
  public:
   RowLayout(const Graph& graph, int64_t rows) : graph_(graph), rows_(rows) {}

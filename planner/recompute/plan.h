@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "planner/chunk/chunk_region.h"
 #include "planner/graph.h"
 #include "planner/memory_simulator.h"
 
@@ -146,6 +147,10 @@ struct ChunkedRegionReport {
   // never-sent gradients it takes as zero (chunk_region.h).
   std::vector<TensorIndex> sliced_inputs;
   std::vector<TensorIndex> zero_inputs;
+  // Steps' blocks and the summed tensors (chunk_region.h).
+  int64_t block_rows = 0;
+  std::vector<ChunkRegion::BlockOp> block_ops;
+  std::vector<TensorIndex> summed;
   std::string explanation;
 };
 

@@ -280,10 +280,16 @@ void DescribeChunks(const Graph& graph, const ChunkRegionSearch& found,
     report.extra_cost = step.extra_cost;
     report.sliced_inputs = region.sliced_inputs;
     report.zero_inputs = region.zero_inputs;
+    report.block_rows = region.block_rows;
+    report.block_ops = region.block_ops;
+    report.summed = region.summed;
     report.explanation = absl::StrFormat(
-        "loss '%s' computed in %d chunk(s) of %d rows, gradients in the "
+        "loss '%s' computed in %d chunk(s) of %d rows%s, gradients in the "
         "forward: %s -> %s at its step",
         OpDisplayName(graph.op(region.loss_op)), step.chunks, step.chunk_rows,
+        region.block_rows > 0
+            ? absl::StrFormat(" (whole steps of %d rows)", region.block_rows)
+            : "",
         HumanBytes(step.inner_bytes), HumanBytes(step.chunk_workspace_bytes));
     plan.chunked_regions.push_back(std::move(report));
   }

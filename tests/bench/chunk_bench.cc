@@ -6,7 +6,8 @@
 //   echo_chunk_bench [--device h100-80gb] [--live N] GRAPH...
 //
 // --live N also lists the N largest tensors live at each chunked plan's
-// peak.
+// peak; --regions lists each region found (ops, blocks, gradients, one
+// chunk's workspace at a few chunk counts) before planning.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -16,6 +17,8 @@
 #include "adapter/graph_convert.h"
 #include "adapter/graph_file.h"
 #include "planner/byte_size.h"
+#include "planner/chunk/chunk_region.h"
+#include "planner/chunk/chunk_rewrite.h"
 #include "planner/cost_model.h"
 #include "planner/device_catalog.h"
 #include "planner/memory_simulator.h"
@@ -40,14 +43,45 @@ std::string PeakOp(const planner::Graph& graph,
   return g.op(replay->peak_op).op_type;
 }
 
+void DescribeRegions(const planner::Graph& graph,
+                     const planner::MemoryModelOptions& memory) {
+  const planner::ChunkRegionSearch found = planner::FindChunkRegions(graph);
+  for (const std::string& why : found.rejected) absl::PrintF("%s\n", why);
+  for (const planner::ChunkRegion& region : found.regions) {
+    absl::PrintF(
+        "region at '%s': %d rows, %d forward + %d backward ops, %d block ops "
+        "of %d rows, %d inputs (%d sliced), %d gradients, %d summed, inner "
+        "%s\n",
+        graph.op(region.loss_op).id, region.rows, region.forward_ops.size(),
+        region.backward_ops.size(), region.block_ops.size(), region.block_rows,
+        region.inputs.size(), region.sliced_inputs.size(),
+        region.gradients.size(), region.summed.size(),
+        planner::HumanBytes(region.inner_bytes));
+    for (planner::TensorIndex g : region.gradients) {
+      absl::PrintF("  gradient %s %s\n", graph.tensor(g).id,
+                   planner::HumanBytes(graph.tensor(g).size_bytes));
+    }
+    for (int64_t rows : {region.rows, region.rows / 8, region.rows / 32}) {
+      absl::StatusOr<int64_t> bytes =
+          planner::ChunkWorkspaceBytes(graph, region, rows, memory);
+      absl::PrintF("  workspace at %d rows: %s\n", rows,
+                   bytes.ok() ? planner::HumanBytes(*bytes)
+                              : std::string(bytes.status().message()));
+    }
+  }
+}
+
 int Run(int argc, char** argv) {
   std::string device_name = "h100-80gb";
   int live = 0;
+  bool regions = false;
   std::vector<std::string> paths;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--device" && i + 1 < argc) {
       device_name = argv[++i];
+    } else if (arg == "--regions") {
+      regions = true;
     } else if (arg == "--live" && i + 1 < argc) {
       live = std::atoi(argv[++i]);
     } else {
@@ -79,6 +113,7 @@ int Run(int argc, char** argv) {
     absl::StatusOr<planner::CostTable> costs =
         planner::EstimateOpCosts(*graph, &*device, nullptr);
     if (!costs.ok()) return 1;
+    if (regions) DescribeRegions(*graph, memory);
     for (double ratio : {0.05, 0.2}) {
       planner::RecomputePlanOptions options;
       options.max_overhead_ratio = ratio;

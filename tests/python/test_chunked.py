@@ -51,8 +51,9 @@ class LMHead(nn.Module):
 
 class StepwiseHead(nn.Module):
     """Logits projected per time step and stacked (as the suite's NMT
-    decoder does): the region starts at the log-softmax, and the logits'
-    gradient leaves it whole for the per-step projections' backward."""
+    decoder does): each step's projection, and its backward, is a block of
+    the region that runs once, in the chunk holding the step's rows, and the
+    steps' weight gradients add into one."""
 
     def __init__(self):
         super().__init__()
@@ -133,12 +134,23 @@ class ChunkedLossTest(EchodChecks, unittest.TestCase):
 
         self.run_case(Autocast(model), _inputs(), bf16=True)
 
-    def test_logits_gradient_handed_on_slice_by_slice(self):
+    def test_stacked_steps_run_as_blocks(self):
         generator = torch.Generator().manual_seed(4)
         ids = torch.randint(0, VOCAB, (64, 8), generator=generator)
         labels = torch.randint(0, VOCAB, (64, 8), generator=generator)
         rep = self.run_case(StepwiseHead(), (ids, labels))
-        self.assertEqual(rep.chunked_regions[0].rows, 512)
+        region = rep.chunked_regions[0]
+        self.assertEqual(region.rows, 512)
+        # 8 steps of 64 rows: each step's projection (forward) and the
+        # select, matmuls and sum of its gradient (backward) are its block's.
+        self.assertEqual(region.block_rows, 64)
+        self.assertEqual(sorted({b.first_row for b in region.block_ops}),
+                         list(range(0, 512, 64)))
+        self.assertEqual(region.chunk_rows % 64, 0)
+        # The steps' weight and bias gradients are summed inside.
+        self.assertTrue(region.summed_tensor_ids)
+        # The [rows, vocab] logits are not an input: the projection is inside.
+        self.assertLess(region.chunk_workspace_bytes, region.inner_bytes / 2)
 
     def test_torch_compile_backend_chunks_too(self):
         torch.manual_seed(0)

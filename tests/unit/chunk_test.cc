@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "planner/chunk/chunk_region.h"
@@ -160,6 +161,105 @@ TEST(ChunkRegionTest, ReturnedLogitsLeaveTheProjectionOut) {
               ElementsAre("gw", "gh"));
   EXPECT_THAT(TensorIds(graph, found.regions[0].inputs),
               ::testing::Contains("logits"));
+}
+
+// A decoder that projects each of its 2 steps (4 rows each) and stacks
+// the logits, as the PyTorch hook captures it: the backward selects each
+// step's gradient, and the steps' weight gradients are added.
+constexpr char kStepwiseHead[] = R"(
+graph stepwise_head
+tensor x0 f32[4,4] input
+tensor x1 f32[4,4] input
+tensor w f32[16,4] parameter
+tensor tgt i64[8] input
+tensor g f32[] input
+op t0 fwd data_movement w -> wt0:view(f32[4,16]) type=aten::t args=% cost=0
+op mm0 fwd gemm x0 wt0 w -> l0:f32[4,16] type=aten::mm args=%,% cost=4
+op t1 fwd data_movement w -> wt1:view(f32[4,16]) type=aten::t args=% cost=0
+op mm1 fwd gemm x1 wt1 w -> l1:f32[4,16] type=aten::mm args=%,% cost=4
+op st fwd data_movement l0 l1 -> l3:f32[2,4,16] type=aten::stack args=[%,%] cost=1
+op v fwd data_movement l3 -> logits:view(f32[8,16]) type=aten::view args=%,[8,16] cost=0
+op lsm fwd softmax logits -> lp:f32[8,16] type=aten::_log_softmax args=%,1,False cost=1
+op nll fwd reduction lp tgt -> loss:f32[] tw:f32[] type=aten::nll_loss_forward args=%,%,None,1,-100 cost=1
+op nllb bwd reduction g lp tgt tw -> gl:f32[8,16] type=aten::nll_loss_backward args=%,%,%,None,1,-100,% cost=1
+op lsmb bwd softmax gl lp -> glog:f32[8,16] type=aten::_log_softmax_backward_data args=%,%,1,torch.float32 cost=1
+op vb bwd data_movement glog -> g3:view(f32[2,4,16]) type=aten::view args=%,[2,4,16] cost=0
+op s1 bwd data_movement g3 -> g1:view(f32[4,16]) type=aten::select args=%,0,1 cost=0
+op tg1 bwd data_movement g1 -> g1t:view(f32[16,4]) type=aten::t args=% cost=0
+op mmw1 bwd gemm g1t x1 -> gw1:f32[16,4] type=aten::mm args=%,% cost=4
+op tw1 bwd data_movement wt1 -> wt1t:view(f32[16,4]) type=aten::t args=% cost=0
+op mmx1 bwd gemm g1 wt1t -> gx1:f32[4,4] type=aten::mm args=%,% cost=4
+op s0 bwd data_movement g3 -> g0:view(f32[4,16]) type=aten::select args=%,0,0 cost=0
+op tg0 bwd data_movement g0 -> g0t:view(f32[16,4]) type=aten::t args=% cost=0
+op mmw0 bwd gemm g0t x0 -> gw0:f32[16,4] type=aten::mm args=%,% cost=4
+op tw0 bwd data_movement wt0 -> wt0t:view(f32[16,4]) type=aten::t args=% cost=0
+op mmx0 bwd gemm g0 wt0t -> gx0:f32[4,4] type=aten::mm args=%,% cost=4
+op add bwd elementwise gw1 gw0 -> gw:f32[16,4] type=aten::add args=%,% cost=1
+output loss gw gx0 gx1
+)";
+
+TEST(ChunkRegionTest, StackedStepsAreBlocksAndTheirSumsAddInside) {
+  const Graph graph = testing::ParseOrFail(kStepwiseHead);
+  const ChunkRegionSearch found = FindChunkRegions(graph);
+  ASSERT_EQ(found.regions.size(), 1u)
+      << ::testing::PrintToString(found.rejected);
+  const ChunkRegion& region = found.regions[0];
+  EXPECT_EQ(region.rows, 8);
+  EXPECT_EQ(region.block_rows, 4);
+  // The steps' projections join through the stack.
+  EXPECT_THAT(OpIds(graph, region.forward_ops),
+              ElementsAre("mm0", "mm1", "st", "v", "lsm", "nll"));
+  std::vector<std::string> blocks;
+  for (const ChunkRegion::BlockOp& b : region.block_ops) {
+    blocks.push_back(absl::StrCat(graph.op(b.op).id, "@", b.first_row));
+  }
+  EXPECT_THAT(blocks,
+              ElementsAre("mm0@0", "mm1@4", "s1@4", "tg1@4", "mmw1@4", "mmx1@4",
+                          "s0@0", "tg0@0", "mmw0@0", "mmx0@0"));
+  // Each step's weight gradient adds into one: only the sum leaves.
+  EXPECT_THAT(TensorIds(graph, region.summed), ElementsAre("gw1", "gw0", "gw"));
+  EXPECT_THAT(TensorIds(graph, region.gradients),
+              ElementsAre("gx1", "gx0", "gw"));
+  // The steps' rows are read whole by their blocks; nothing is sliced but
+  // the targets.
+  EXPECT_THAT(TensorIds(graph, region.sliced_inputs), ElementsAre("tgt"));
+  // l0, l1, l3, lp, gl, glog (256 or 512 each) and tw; the sums never
+  // exist.
+  EXPECT_EQ(region.inner_bytes, 2 * 256 + 4 * 512 + 4);
+  // One block per chunk: l0 and its chunk of l3, then lp, gl and glog of
+  // 4 rows while the log-softmax's backward runs (3 x 256); both blocks:
+  // 3 x 512.
+  EXPECT_EQ(*ChunkWorkspaceBytes(graph, region, 4, {}), 768);
+  EXPECT_EQ(*ChunkWorkspaceBytes(graph, region, 8, {}), 1536);
+  // Chunks hold whole blocks: 3 chunks' 3 rows become 2 chunks of 4.
+  ASSERT_OK_AND_ASSIGN(
+      ChunkedGraph chunked,
+      ChunkGraph(graph, testing::RelativeCosts(graph), found.regions, 3, {},
+                 /*launch_cost=*/0.5));
+  EXPECT_EQ(chunked.steps[0].chunks, 2);
+  EXPECT_EQ(chunked.steps[0].chunk_rows, 4);
+  // Every chunk launches st, lsm, nll, nllb and lsmb; a block's ops run
+  // once and the add never runs. The backward step scales 3 gradients.
+  EXPECT_DOUBLE_EQ(chunked.extra_cost, 1 * 5 * 0.5 + 3 * 0.5);
+}
+
+TEST(ChunkRegionTest, StepsReadAcrossBlocksStayOutside) {
+  // Step 0's input gradient also reads step 1's rows: not one block. The
+  // steps' projections and their backward stay outside, and the rows'
+  // gradient leaves whole, as without blocks.
+  std::string crossed = kStepwiseHead;
+  crossed.replace(crossed.find("op mmx0 bwd gemm g0 wt0t"), 24,
+                  "op mix bwd elementwise g0 g1 -> g01:f32[4,16] args=%,% "
+                  "cost=1\nop mmx0 bwd gemm g01 wt0t");
+  const Graph graph = testing::ParseOrFail(crossed);
+  const ChunkRegionSearch found = FindChunkRegions(graph);
+  ASSERT_EQ(found.regions.size(), 1u)
+      << ::testing::PrintToString(found.rejected);
+  const ChunkRegion& region = found.regions[0];
+  EXPECT_EQ(region.block_rows, 0);
+  EXPECT_THAT(region.block_ops, IsEmpty());
+  EXPECT_THAT(OpIds(graph, region.forward_ops), ElementsAre("v", "lsm", "nll"));
+  EXPECT_THAT(TensorIds(graph, region.gradients), ElementsAre("glog"));
 }
 
 TEST(ChunkPlanTest, AutoChunksWhenItLowersThePeakWithinTheBudget) {

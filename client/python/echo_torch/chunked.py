@@ -77,16 +77,25 @@ class _Tensor:
 @dataclasses.dataclass
 class _Step:
     node: fx.Node
-    kind: str  # "op", "reshape", "softmax", "nll", "nll_backward"
+    # "op", "reshape", "softmax", "nll", "nll_backward"; "stack" (joins the
+    # steps' blocks), "select" (takes one block of the rows), "between_sums"
+    # (a view or add of sums: never run, its sums add into the gradient).
+    kind: str
     args: Any
     kwargs: Any
     outputs: List[Optional[str]]
     frees: List[str]
     # How each output that leaves the region is made: "sum" (summed over
     # chunks), "rows" (written slice by slice), "mm_rows" (a matmul written
-    # into its slice).
+    # into its slice), "block" (a block's op: its result as it is).
     leaves: Dict[str, str]
     elementwise: bool = False
+    # A block's op: the block's first row (it runs once, on the block whole,
+    # in the chunk that holds it); None: on every chunk.
+    block: Optional[int] = None
+    # A sum over the rows: the gradient it adds into, and the views and
+    # adds between (their steps, in order).
+    sum_into: Optional[tuple] = None
 
 
 class RegionRunner:
@@ -107,6 +116,12 @@ class RegionRunner:
         self.given_whole = set(self.inputs) - self.sliced
         # Gradients of other outputs planned as never sent: zero here.
         self.zero_inputs = list(region.zero_input_tensor_ids)
+        self.block_rows = int(region.block_rows)
+        self.block_of = {b.op_id: int(b.first_row) for b in region.block_ops}
+        self.summed = set(region.summed_tensor_ids)
+        if self.block_rows and self.chunk_rows % self.block_rows:
+            raise ChunkError(f"chunked region {self.name}: chunks of {self.chunk_rows} "
+                             f"rows split its blocks of {self.block_rows}")
         self.tensors = self._tensors(converted)
         op_ids = list(region.forward_op_ids) + list(region.backward_op_ids)
         missing = [i for i in op_ids if i not in converted.op_index]
@@ -153,15 +168,27 @@ class RegionRunner:
             args = fx.node.map_arg(node.args, ref)
             kwargs = fx.node.map_arg(node.kwargs, ref)
             name = ops.base_name(node.target)
-            kind = ("nll" if name == "nll_loss_forward" else
-                    "nll_backward" if name == "nll_loss_backward" else
-                    "reshape" if name in _RESHAPES else
-                    "softmax" if name in _SOFTMAX_AXIS else "op")
-            leaves = {t: self._leave_kind(name, args, t) for t in info.outputs
+            block = self.block_of.get(op_id)
+            summed = bool(info.outputs) and info.outputs[0] in self.summed
+            if summed and name not in ("mm", "sum"):
+                kind = "between_sums"
+            elif block is not None:
+                # On the block whole: as the op ran on it, save a select of it.
+                kind = "select" if name == "select" else "op"
+            else:
+                kind = ("nll" if name == "nll_loss_forward" else
+                        "nll_backward" if name == "nll_loss_backward" else
+                        "stack" if name == "stack" else
+                        "reshape" if name in _RESHAPES else
+                        "softmax" if name in _SOFTMAX_AXIS else "op")
+            leaves = {t: self._leave_kind(name, args, t, block) for t in info.outputs
                       if t is not None and t in leaving and t in self.gradients}
+            if summed and name in ("mm", "sum"):
+                leaves[info.outputs[0]] = "sum"  # inside too: into its gradient
             steps.append(_Step(node, kind, _to_plain(args), _to_plain(kwargs),
                                list(info.outputs), [], leaves,
-                               ops.op_class(node.target) == _ELEMENTWISE))
+                               ops.op_class(node.target) == _ELEMENTWISE, block))
+        self._route_sums(steps)
         # Each chunk value dies after its last reader in the region (or at
         # once, when none reads it): what the plan's workspace counts.
         made_at = {t: i for i, step in enumerate(steps) for t in step.outputs if t is not None}
@@ -169,7 +196,31 @@ class RegionRunner:
             steps[max(i, last_read.get(tid, i))].frees.append(tid)
         return steps
 
-    def _leave_kind(self, name, args, tid) -> str:
+    def _route_sums(self, steps):
+        """Each sum over the rows: the gradient it ends in, through the views
+        and adds of sums after it."""
+        reader = {}
+        for step in steps:
+            if step.kind == "between_sums":
+                for leaf in _leaves(step.args):
+                    reader[leaf.tid] = step
+        for step in steps:
+            out = step.outputs[0] if step.outputs else None
+            if step.kind == "between_sums" or step.leaves.get(out) != "sum":
+                continue
+            path, tid = [], out
+            while tid not in self.gradients:
+                if tid not in reader:
+                    raise ChunkError(f"the sum {out} of {self.name} reaches no gradient")
+                path.append(reader[tid])
+                tid = reader[tid].outputs[0]
+            step.sum_into = (tid, path)
+
+    def _leave_kind(self, name, args, tid, block) -> str:
+        if tid in self.summed:
+            return "sum"
+        if block is not None:
+            return "block"
         if name == "mm" and isinstance(args[0], _Ref):
             first = self.tensors[args[0].tid]
             if first.rows_last:
@@ -251,9 +302,32 @@ class RegionRunner:
         n = stop - start
         loss_part = None
         for step in self.steps:
+            if step.kind == "between_sums" or (
+                    step.block is not None and not start <= step.block < stop):
+                continue  # never run, or another chunk's block
+            if step.kind == "stack":
+                # The chunk's blocks, in order (each block_rows rows).
+                parts = [env[ref.tid] for k, ref in enumerate(step.args[0])
+                         if start <= k * self.block_rows < stop]
+                result = torch.stack(parts).reshape(
+                    self.tensors[step.outputs[0]].chunk_shape(n))
+                del parts
+                self._bind(step, result, env, grads, start, stop)
+                del result
+                for tid in step.frees:
+                    env.pop(tid, None)
+                continue
             args = _fill(step.args, env)
             kwargs = _fill(step.kwargs, env)
-            if step.kind == "nll":
+            if step.kind == "select":
+                # The block's rows of the chunk's rows.
+                rows = self.tensors[step.args[0].tid]
+                first = step.block - start
+                result = args[0].reshape((n,) + rows.shape[rows.prefix:])[
+                    first:first + self.block_rows].reshape(self.tensors[step.outputs[0]].shape)
+            elif step.block is not None and step.sum_into is None:
+                result = step.node.target(*args, **kwargs)
+            elif step.kind == "nll":
                 # The chunk's sum; the mean divides by the whole batch's weight.
                 result = list(_aten.nll_loss_forward(args[0], args[1], args[2], 2, args[4]))
                 loss_part = result[0]
@@ -306,6 +380,9 @@ class RegionRunner:
         tid = step.outputs[0]
         kind = step.leaves.get(tid)
         name = ops.base_name(step.node.target)
+        if step.sum_into is not None and (step.sum_into[1] or step.block is not None):
+            self._add_into(step, args, grads)
+            return True
         # Summed in place in the gradient's own dtype: no chunk-sized
         # partial and no wider accumulator, as the plan's memory says (in
         # bf16 the sum rounds once per chunk).
@@ -326,6 +403,29 @@ class RegionRunner:
             return True
         return False
 
+    def _add_into(self, step, args, grads):
+        """A sum's share, added into the gradient it ends in, seen through
+        the views between (in reverse), so no partial is made for a matmul."""
+        target, path = step.sum_into
+        if grads[target] is None:
+            info = self.tensors[target]
+            grads[target] = torch.zeros(info.shape, dtype=info.dtype or args[0].dtype,
+                                        device=args[0].device)
+        view = grads[target]
+        for between in reversed(path):
+            name = ops.base_name(between.node.target)
+            if name == "t":
+                view = view.t()
+            elif name != "add":
+                view = view.view(self.tensors[_leaves(between.args)[0].tid].shape)
+        if ops.base_name(step.node.target) == "mm":
+            view.addmm_(args[0], args[1])
+        elif step.block is not None:
+            view.add_(step.node.target(*args, **_fill(step.kwargs, {})).reshape(view.shape))
+        else:
+            # Over the rows: the chunk's one row axis.
+            view.add_(args[0].sum(0).reshape(view.shape))
+
     def _buffer(self, tid, grads, like):
         if grads[tid] is None:
             info = self.tensors[tid]
@@ -341,7 +441,15 @@ class RegionRunner:
                 continue
             if step.leaves.get(tid) == "rows":
                 self._buffer(tid, grads, value)[start:stop].copy_(value)
+            elif step.leaves.get(tid) == "block":
+                grads[tid] = value
             env[tid] = value
+
+
+def _leaves(template) -> List[_Ref]:
+    found = []
+    _map_leaves(template, lambda leaf: found.append(leaf) if isinstance(leaf, _Ref) else None)
+    return found
 
 
 def _fill(template, env):

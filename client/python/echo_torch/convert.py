@@ -60,6 +60,10 @@ ROLE_PARAMETER = "parameter"
 ROLE_BUFFER = "buffer"
 ROLE_INPUT = "input"
 
+# Longest "args" attribute sent (echod takes attribute values up to 4096
+# bytes).
+_MAX_ARGS_CHARS = 4000
+
 
 @dataclasses.dataclass
 class PrimalInfo:
@@ -410,7 +414,11 @@ def convert(joint: JointGraph) -> ConvertedGraph:
         op.output_ids.extend(t for t in outputs if t is not None)
         op.attributes["overload"] = ops.overload_name(node.target)
         scalars = fx.node.map_arg((node.args, node.kwargs), lambda n: "%")
-        op.attributes["args"] = repr(scalars)[:200]
+        # Whole or not at all: the planner counts the "%"s to find which
+        # inputs are arguments (a stack's 50 steps need ~250 characters).
+        args = repr(scalars)
+        if len(args) <= _MAX_ARGS_CHARS:
+            op.attributes["args"] = args
         fl = ops.flops(node.target, node.args, _shape_of,
                        [m.shape if m else None for m in out_metas])
         if fl is not None:
