@@ -117,7 +117,7 @@ class PlanApplicationTest(unittest.TestCase):
         with self.assertRaisesRegex(PlanError, "schedule ends before"):
             build_programs(converted, plain[:-1])
 
-    def test_dropout_masks_are_never_recomputed(self):
+    def test_dropout_masks_are_never_recomputed_and_outputs_recompute_exactly(self):
         torch.manual_seed(0)
         model = TwoLayer(dropout=0.5)
         inputs = (torch.randn(16, 8),)
@@ -126,11 +126,26 @@ class PlanApplicationTest(unittest.TestCase):
         eager = harness.eager(model, inputs, seed=3)
         planned = harness.run_step(model, wrapped, inputs, seed=3)
         self.assertEqual(planned.loss.item(), eager.loss.item())
-        self.assertLess(harness.max_grad_diff(planned, eager), 1e-6)
-        # The dropout's output (read by fc2's weight gradient) and its mask
-        # are saved, whatever the plan says.
-        self.assertEqual(sorted(wrapped.programs.saved_activation_ids),
-                         ["native_dropout:0", "native_dropout:1"])
+        # The dropout's output (read by fc2's weight gradient through tanh)
+        # is recomputed from the layer norm's and the mask, bit for bit.
+        self.assertEqual(harness.max_grad_diff(planned, eager), 0.0)
+        # Only the mask (1 byte per element) is saved; native_dropout ran
+        # once, its output handed on as echo::dropout_output's first run.
+        self.assertEqual(sorted(wrapped.programs.saved_activation_ids), ["native_dropout:1"])
+        graph = wrapped.converted.graph
+        self.assertEqual([op.op_type for op in graph.ops].count("echo::dropout_output"), 1)
+        self.assertGreater(report(wrapped).recompute_executions, 0)
+
+    def test_dropout_output_recomputes_as_native_dropout_makes_it(self):
+        import echo_torch.dropout  # noqa: F401  (registers echo::dropout_output)
+        generator = torch.Generator().manual_seed(7)
+        for dtype in (torch.float32, torch.bfloat16, torch.float16, torch.float64):
+            x = torch.randn(64, 33, generator=generator).to(dtype)
+            for p in (0.1, 0.5, 0.9):
+                torch.manual_seed(1)
+                out, mask = torch.ops.aten.native_dropout(x, p, True)
+                again = torch.ops.echo.dropout_output(x, mask, 1.0 / (1.0 - p))
+                self.assertTrue(torch.equal(out, again), f"{dtype} p={p}")
 
 
 def _is_view_target(target):

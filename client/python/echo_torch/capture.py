@@ -28,7 +28,7 @@ import torch.utils._pytree as pytree
 
 from echo_torch.convert import (JointGraph, PrimalInfo, ROLE_BUFFER, ROLE_INPUT,
                                 ROLE_PARAMETER)
-from echo_torch import ops
+from echo_torch import dropout, ops
 from echo_torch.executor import is_echo_module, program_of
 from echo_torch.log import logger
 
@@ -206,6 +206,7 @@ def make_partition_fn(partitioner: Partitioner, name: str, capture: str,
 
     def partition_fn(joint_module, joint_inputs, *, num_fwd_outputs, **_):
         _drop_profiler_ranges(joint_module)
+        dropout.split_dropout(joint_module)
         fake_primals = joint_inputs[0]
         if len(primals) != len(fake_primals):
             # Never guess: a parameter named an input would be marked as
