@@ -144,6 +144,16 @@ CostSourceSummary CostTable::SummaryOf(
   return summary;
 }
 
+double BaselineCost(const Graph& graph, const std::vector<double>& op_costs) {
+  double cost = 0;
+  for (OpIndex o = 0; o < graph.num_ops(); ++o) {
+    if (!graph.op(o).attributes.count(kFirstRunAliasAttribute)) {
+      cost += op_costs[o];
+    }
+  }
+  return cost;
+}
+
 absl::StatusOr<CostTable> EstimateOpCosts(const Graph& graph,
                                           const DeviceSpec* device,
                                           const ProfiledTimes* profiled,

@@ -129,6 +129,10 @@ struct CostTable {
 // named device: a CPU-captured time says little about an H100.
 bool MeasuredTimeApplies(const Op& op, const DeviceSpec* device);
 
+// The compute of one plain iteration: every op's cost, save the ops whose
+// original run does no work (kFirstRunAliasAttribute).
+double BaselineCost(const Graph& graph, const std::vector<double>& op_costs);
+
 // Per op, the first that applies: the client's measured time when
 // MeasuredTimeApplies > a time profiled on this node > the analytic
 // roofline on `device` > the client's relative cost > unknown (cost 0).

@@ -122,6 +122,12 @@ struct Op {
 // running statistics, which the original run updated (the PyTorch hook's).
 inline constexpr char kRecomputeOutputsAttribute[] = "recompute_outputs";
 
+// Op attribute: the op's original run hands on another op's output (the
+// value is that tensor's id) and does no work, e.g. the PyTorch hook's
+// dropout output, which native_dropout already made; a recomputation does
+// the work. The baseline compute leaves its cost out (BaselineCost).
+inline constexpr char kFirstRunAliasAttribute[] = "first_run_alias";
+
 // Op attribute with the framework module the op belongs to (the hook's
 // nn.Module path, e.g. "encoder.layers.0.attn").
 inline constexpr char kModuleAttribute[] = "module";

@@ -223,7 +223,8 @@ absl::Status ParseOpOption(absl::string_view word, OpSpec& spec) {
         absl::StrCat("((", absl::StrJoin(items, ", "), "), {})");
     return absl::OkStatus();
   }
-  if (key == kRecomputeOutputsAttribute) {  // validated by Build
+  if (key == kRecomputeOutputsAttribute || key == kFirstRunAliasAttribute) {
+    // recompute_outputs is validated by Build.
     spec.attributes[std::string(key)] = std::string(value);
     return absl::OkStatus();
   }

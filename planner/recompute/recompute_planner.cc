@@ -15,6 +15,7 @@
 #include "planner/byte_size.h"
 #include "planner/chunk/chunk_region.h"
 #include "planner/chunk/chunk_rewrite.h"
+#include "planner/cost_model.h"
 #include "planner/recompute/plan_report.h"
 #include "planner/recompute/recompute_pass.h"
 #include "planner/recompute/remat_problem.h"
@@ -382,8 +383,7 @@ absl::StatusOr<RecomputePlan> GenerateRecomputePlan(
                    CheckedPass(graph, op_costs, options));
   const auto start = std::chrono::steady_clock::now();
   PlanBudget budget;
-  budget.baseline_cost = 0;
-  for (double cost : op_costs) budget.baseline_cost += cost;
+  budget.baseline_cost = BaselineCost(graph, op_costs);
   budget.baseline_peak = SimulatePlain(graph, options.memory).peak_bytes;
   const bool chunking = ChunkingApplies(options);
   const ChunkRegionSearch found =

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "planner/cost_model.h"
 #include "planner/recompute/plan.h"
 
 namespace echo::planner {
@@ -22,11 +23,11 @@ RematProblem::RematProblem(const Graph& graph,
     }
     split_reader[t] = split;
   }
+  baseline_cost = BaselineCost(graph, op_costs);
   can_clone.assign(graph.num_ops(), 0);
   eligible.assign(graph.num_ops(), 0);
   for (OpIndex o = 0; o < graph.num_ops(); ++o) {
     const Op& op = graph.op(o);
-    baseline_cost += op_costs[o];
     bool clonable = op.recomputable && !op.outputs.empty();
     for (TensorIndex t : op.outputs) {
       const Tensor& tensor = graph.tensor(t);

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""Hugging Face models at the sizes people train, captured by the hook with
-fake tensors (the step is not run) and planned by echod on h100-80gb: the
-plain peak, AUTO within --ratio (default 5%) recompute only, and AUTO with
-chunked loss regions (issue 19's "In the benchmark: their real sizes").
+"""Hugging Face and timm models at the sizes people train, captured by the
+hook with fake tensors (the step is not run) and planned by echod on
+h100-80gb: the plain peak, AUTO within --ratio (default 5%) recompute only,
+and AUTO with chunked loss regions (issue 19's "In the benchmark: their real
+sizes").
 
   build/venv/bin/python tests/python/bench_real_sizes.py [--models gpt2,llama,bert]
+  build/venv-vision/bin/python tests/python/bench_real_sizes.py --models vit,convnext,resnet
 
 Models (transformers, random weights from configs, train mode with the
 libraries' default dropout, `model(input_ids=x, labels=x)`):
@@ -13,7 +15,13 @@ libraries' default dropout, `model(input_ids=x, labels=x)`):
   llama  a Llama-3.2-1B-shaped LlamaConfig (16 layers, 2048 wide, 32 heads,
          8 key/value heads, FFN 8192, vocabulary 128,256), bf16 weights,
          batch 1 x 2048;
-  bert   BertConfig() (BERT-base masked LM, 110M), fp32, batch 8 x 512.
+  bert   BertConfig() (BERT-base masked LM, 110M), fp32, batch 8 x 512;
+timm (the vision venv, make python-vision-venv; random weights, 1,000
+classes, train mode, `F.cross_entropy(model(x), y)`), fp32 at 224x224,
+batch 64:
+  vit       vit_base_patch16_224 (ViT-B/16, 86M);
+  convnext  convnext_tiny (ConvNeXt-T, 29M);
+  resnet    resnet50 (25.6M).
 Capture: echo_torch's capture_module and converter, stopped after the
 conversion (as layer_depth_bench.py captures). Starts build/bin/echod (or
 $ECHO_ECHOD). Prints one markdown table.
@@ -22,7 +30,8 @@ import argparse
 import time
 
 import torch
-import transformers
+import torch.nn as nn
+import torch.nn.functional as F
 
 import servers
 from echo_torch import PlannerClient, capture as capture_lib, proto
@@ -34,11 +43,13 @@ GiB = 2**30
 
 
 def gpt2():
+    import transformers
     config = transformers.GPT2Config()
     return transformers.GPT2LMHeadModel(config), 8, 1024, torch.float32
 
 
 def llama():
+    import transformers
     config = transformers.LlamaConfig(
         hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
         num_attention_heads=32, num_key_value_heads=8, vocab_size=128256,
@@ -47,11 +58,32 @@ def llama():
 
 
 def bert():
+    import transformers
     config = transformers.BertConfig()
     return transformers.BertForMaskedLM(config), 8, 512, torch.float32
 
 
-MODELS = {"gpt2": gpt2, "llama": llama, "bert": bert}
+class _Classifier(nn.Module):
+    """An image model and its cross-entropy: the training step's loss."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, images, labels):
+        return F.cross_entropy(self.model(images), labels)
+
+
+def _timm(name):
+    def make():
+        import timm
+        return _Classifier(timm.create_model(name, pretrained=False)), 64, 224, torch.float32
+    return make
+
+
+MODELS = {"gpt2": gpt2, "llama": llama, "bert": bert,
+          "vit": _timm("vit_base_patch16_224"), "convnext": _timm("convnext_tiny"),
+          "resnet": _timm("resnet50")}
 
 
 class _Converted(Exception):
@@ -59,9 +91,14 @@ class _Converted(Exception):
 
 
 def capture(model, batch, seq):
-    """The converted joint graph of one training step; the step is not run."""
-    x = torch.randint(0, model.config.vocab_size, (batch, seq))
-    kwargs = dict(input_ids=x, labels=x)
+    """The converted joint graph of one training step; the step is not run.
+    seq: a language model's sequence, an image model's side."""
+    if isinstance(model, _Classifier):
+        kwargs = dict(images=torch.randn(batch, 3, seq, seq),
+                      labels=torch.randint(0, 1000, (batch,)))
+    else:
+        x = torch.randint(0, model.config.vocab_size, (batch, seq))
+        kwargs = dict(input_ids=x, labels=x)
     out = {}
 
     def partitioner(joint):
@@ -112,7 +149,7 @@ def main():
                          auto_s, list(auto.chunking_notes)))
             print(f"{name}: {len(graph.ops)} ops captured in {captured:.0f} s", flush=True)
             del model, graph
-    print(f"\n| model | ops | batch x seq | dtype | plain peak | AUTO {100 * args.ratio:g}% "
+    print(f"\n| model | ops | batch x seq (image side) | dtype | plain peak | AUTO {100 * args.ratio:g}% "
           f"recompute only | AUTO {100 * args.ratio:g}% + chunked loss | chunks | extra "
           "compute | capture / plan times |\n|---|---|---|---|---|---|---|---|---|---|")
     for (name, ops, batch, seq, dtype, plain, off, auto, chunks, captured, off_s, auto_s,

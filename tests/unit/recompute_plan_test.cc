@@ -92,6 +92,42 @@ TEST(RecomputePlanTest, NoneIsThePlainSchedule) {
   EXPECT_EQ(plan.peak_lower_bound_bytes, 1200);
 }
 
+// A training dropout as the PyTorch hook splits it: the random op makes
+// the mask, `out` makes the output from h and the mask (its first run
+// hands on out0: no work), and the backward reads y, h and the mask.
+constexpr char kSplitDropout[] = R"(
+graph split_dropout
+tensor x f32[100] input
+tensor g f32[100] input
+op h fwd elementwise x -> h:f32[100] cost=1
+op drop fwd random h -> out0:f32[100] mask:bool[100] cost=2
+op out fwd elementwise h mask -> y:f32[100] cost=2 first_run_alias=out0
+op sq fwd elementwise y -> z:f32[100] cost=1
+op zb bwd elementwise g y -> gy:f32[100] cost=1
+op hb bwd elementwise gy mask h -> gh:f32[100] cost=1
+output z gh
+)";
+
+TEST(RecomputePlanTest,
+     AFirstRunAliasIsFreeInTheBaselineAndPaidWhenRecomputed) {
+  const Graph graph = testing::ParseOrFail(kSplitDropout);
+  const RecomputePlan plain = PlanOrDie(graph, RecomputePolicy::kNone);
+  // 1 + 2 + 1 + 1 + 1: `out`'s 2 is not the plain iteration's.
+  EXPECT_EQ(plain.baseline_compute_cost, 6);
+  EXPECT_THAT(TensorIds(graph, plain.stash), ElementsAre("h", "mask", "y"));
+  // The fewest bytes held: only the mask (100 bytes, not 900); h is
+  // recomputed from x for 1 and y from h and the mask for `out`'s 2.
+  RecomputePlanOptions options;
+  options.objective = RecomputeObjective::kStashBytes;
+  options.max_overhead_ratio = 1.0;
+  ASSERT_OK_AND_ASSIGN(
+      const RecomputePlan least,
+      GenerateRecomputePlan(graph, testing::RelativeCosts(graph), options));
+  EXPECT_THAT(TensorIds(graph, least.stash), ElementsAre("mask"));
+  EXPECT_EQ(least.recompute_cost, 1 + 2);
+  EXPECT_DOUBLE_EQ(least.recompute_overhead_ratio, 3.0 / 6);
+}
+
 TEST(RecomputePlanTest, EchoKeepsCheapOpsRecomputedByTheFrontierRule) {
   Graph graph = testing::ParseOrFail(testing::kTwoLayerChain);
   RecomputePlan plan = PlanOrDie(graph, RecomputePolicy::kEcho);

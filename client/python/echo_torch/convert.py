@@ -202,10 +202,6 @@ def _flat_nodes(args) -> List[fx.Node]:
     return [a for a in pytree.tree_flatten(args)[0] if isinstance(a, fx.Node)]
 
 
-def _is_tangent(node):
-    return node.op == "placeholder" and "tangents" in str(node.target)
-
-
 def _output_lists(joint: JointGraph):
     (output_node,) = [n for n in joint.module.graph.nodes if n.op == "output"]
     flat = pytree.tree_flatten(output_node.args)[0]
@@ -298,13 +294,13 @@ def convert(joint: JointGraph) -> ConvertedGraph:
 
     # Placeholders and constants.
     primal_nodes, tangent_nodes = [], []
-    unused = set(assumed_unused_tangents(joint, [n for n in gm.graph.nodes if _is_tangent(n)]))
+    unused = set(assumed_unused_tangents(joint, [n for n in gm.graph.nodes if ops.is_tangent(n)]))
     if unused:
         graph.metadata["unused_output_gradients"] = ",".join(
             n.name for n in gm.graph.nodes if n in unused)
     for node in gm.graph.nodes:
         if node.op == "placeholder":
-            if _is_tangent(node):
+            if ops.is_tangent(node):
                 tangent_nodes.append(node)
                 t = add_tensor(node.name, node.name, _node_meta(node),
                                _pb.TENSOR_ROLE_INPUT, size=0 if node in unused else None)
@@ -334,7 +330,7 @@ def convert(joint: JointGraph) -> ConvertedGraph:
     first_backward_op = last_fwd + 1
     from_tangents = set()
     for n in gm.graph.nodes:
-        if _is_tangent(n) or any(a in from_tangents for a in n.all_input_nodes):
+        if ops.is_tangent(n) or any(a in from_tangents for a in n.all_input_nodes):
             from_tangents.add(n)
     for n in call_nodes[:first_backward_op]:
         if n in from_tangents:
@@ -413,6 +409,9 @@ def convert(joint: JointGraph) -> ConvertedGraph:
         op.input_ids.extend(inputs)
         op.output_ids.extend(t for t in outputs if t is not None)
         op.attributes["overload"] = ops.overload_name(node.target)
+        alias = node.meta.get(ops.FIRST_RUN_ALIAS)
+        if alias is not None and alias in tensor_of:
+            op.attributes["first_run_alias"] = tensor_of[alias]  # no work the first time
         scalars = fx.node.map_arg((node.args, node.kwargs), lambda n: "%")
         # Whole or not at all: the planner counts the "%"s to find which
         # inputs are arguments (a stack's 50 steps need ~250 characters).

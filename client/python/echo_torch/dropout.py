@@ -10,7 +10,8 @@ the output from x and the mask. A plan may recompute that op from a held x
 and mask (1 byte per element) instead of holding the output.
 
 Its first run costs nothing: the executor hands on native_dropout's own
-output (an alias). A recomputation gives the same value bit for bit: on the
+output (an alias), and the graph says so (op attribute first_run_alias), so
+echod leaves it out of the baseline compute. A recomputation gives the same value bit for bit: on the
 CPU as native_dropout computes it (x * (mask in x's dtype * scale)), on
 CUDA as its fused kernel does (x * mask * scale in float: the formula of
 native_dropout_backward). tests/python/test_executor.py checks the CPU's.
@@ -19,11 +20,9 @@ import operator
 
 import torch
 
-_aten = torch.ops.aten
+from echo_torch import ops
 
-# Node meta key of an echo::dropout_output: the getitem of native_dropout's
-# output that its first run hands on.
-FIRST_RUN_SOURCE = "echo_dropout_output_of"
+_aten = torch.ops.aten
 
 
 @torch.library.custom_op("echo::dropout_output", mutates_args=())
@@ -67,7 +66,7 @@ def split_dropout(gm) -> int:
                                        (x, mask, 1.0 / (1.0 - p)))
         made.meta.update(output.meta)
         output.replace_all_uses_with(made)
-        made.meta[FIRST_RUN_SOURCE] = output
+        made.meta[ops.FIRST_RUN_ALIAS] = output
         split += 1
     if split:
         gm.recompile()

@@ -27,7 +27,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import torch
 import torch.fx as fx
 
-from echo_torch import dropout, ops
+from echo_torch import ops
 from echo_torch.convert import ConvertedGraph
 
 
@@ -425,9 +425,9 @@ class _Builder:
         info = self.c.ops[op_index]
         if info.is_view:
             return  # derived on first read
-        source = info.node.meta.get(dropout.FIRST_RUN_SOURCE)
+        source = info.node.meta.get(ops.FIRST_RUN_ALIAS)
         if source is not None and not recompute and source in self.c.tensor_of:
-            # A dropout's output, first run: native_dropout's own (dropout.py).
+            # The original run hands on `source`'s value (dropout.py).
             slot = self.new_slot(info.outputs[0])
             self.instrs.append(_Instr(torch.ops.aten.alias.default,
                                       (_Slot(self.resolve(self.c.tensor_of[source])),),

@@ -207,3 +207,16 @@ def zero_add_operand(target, args, kwargs, is_zero) -> Optional[int]:
 
 def is_getitem(target):
     return target is operator.getitem
+
+
+def is_tangent(node):
+    """A joint graph's placeholder for an output's gradient."""
+    return node.op == "placeholder" and "tangents" in str(node.target)
+
+
+# Node meta key: the node whose value this node's original run hands on
+# (it does no work; a recomputation does), e.g. dropout.py's
+# echo::dropout_output, which native_dropout's output already is. The
+# converter tells echod (op attribute "first_run_alias") and the executor
+# aliases it.
+FIRST_RUN_ALIAS = "echo_first_run_alias_of"
