@@ -20,10 +20,18 @@ bool IsRowView(const Op& op) {
            "aten::contiguous", "aten::_to_copy", "aten::lift_fresh_copy"});
 }
 
+bool IsTranspose(const Op& op) {
+  if (IsType(op, {"aten::t"})) return true;
+  // Inductor's decompositions write t() as permute(x, [1, 0]).
+  const std::vector<std::string> args = PositionalArgs(op);
+  return IsType(op, {"aten::permute"}) && args.size() == 2 &&
+         args[1] == "[1, 0]";
+}
+
 bool IsWholeView(const Op& op) {
-  return IsType(
-      op, {"aten::view", "aten::_unsafe_view", "aten::reshape",
-           "aten::_reshape_alias", "aten::alias", "aten::detach", "aten::t"});
+  return IsTranspose(op) ||
+         IsType(op, {"aten::view", "aten::_unsafe_view", "aten::reshape",
+                     "aten::_reshape_alias", "aten::alias", "aten::detach"});
 }
 
 std::vector<std::string> PositionalArgs(const Op& op) {
@@ -122,7 +130,7 @@ RowRules::Reader RowRules::ClassifyBackwardReader(OpIndex o,
                ? Reader::kRowWise
                : Reader::kOutside;
   }
-  if (IsType(op, {"aten::t"}) && layout_.RowsFirst2D(t)) {
+  if (IsTranspose(op) && layout_.RowsFirst2D(t)) {
     return Reader::kRowWise;  // rows last: only a matmul may read it
   }
   if (IsType(op, {"aten::mm"}) && args.size() == 2) {

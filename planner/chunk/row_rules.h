@@ -21,6 +21,9 @@ bool IsType(const Op& op, std::initializer_list<absl::string_view> types);
 // Ops that pass their first argument's rows through unchanged in order.
 bool IsRowView(const Op& op);
 
+// A transpose of a matrix: aten::t, or permute(x, [1, 0]).
+bool IsTranspose(const Op& op);
+
 // Ops that make a view of a whole tensor (what a summed gradient passes
 // through on its way out): reshapes and transposes.
 bool IsWholeView(const Op& op);

@@ -170,6 +170,31 @@ class ChunkedLossTest(EchodChecks, unittest.TestCase):
         self.assertEqual(len(rep.chunked_regions), 1, rep.message)
         self.assert_peak_predicted(got.peak_bytes, rep.planned_peak_bytes, "backend")
 
+    def test_inductor_chunks_too(self):
+        # The forward step runs as one extern kernel (echo::chunked_forward),
+        # the backward step as Inductor's multiplies; the rest is compiled.
+        # Inductor's kernels reorder sums as chunks do: the fp32 tolerance.
+        torch.manual_seed(0)
+        model = LMHead()
+        case = harness.Case(model, _inputs(ignored=5))
+        eager = case.run(model)
+        for wrapped in (
+                optimize(model, server=self.echod.address, max_overhead_ratio=1.0,
+                         compiler="inductor", plan_cache=False, on_error="raise"),
+                torch.compile(model, backend=echo_torch.backend(
+                    server=self.echod.address, max_overhead_ratio=1.0,
+                    compiler="inductor", on_error="raise"))):
+            try:
+                got = case.run(wrapped)
+            finally:
+                torch._dynamo.reset()
+            torch.testing.assert_close(got.loss, eager.loss, rtol=1e-5, atol=1e-6)
+            for mine, want in zip(got.grads, eager.grads):
+                torch.testing.assert_close(mine, want, rtol=1e-4, atol=1e-6)
+            rep = report(wrapped)
+            self.assertEqual(len(rep.chunked_regions), 1, rep.message)
+            self.assertGreaterEqual(rep.chunked_regions[0].chunks, 2)
+
     def test_label_smoothing_is_left_alone_and_said(self):
         rep = self.run_case(LMHead(label_smoothing=0.1), _inputs(), expect_chunks=False)
         self.assertEqual(len(rep.chunking_notes), 1)

@@ -269,7 +269,7 @@ def default_device(on_cuda: bool) -> str:
 def _server_planner(server, policy, memory_limit_bytes, max_overhead_ratio, timeout_seconds,
                     device, allocator_rounding_bytes, max_recompute_depth,
                     solver_time_limit_seconds, plan_cache, on_cuda, objective,
-                    chunking="auto", compiler="eager"):
+                    chunking="auto"):
     if allocator_rounding_bytes is None:
         allocator_rounding_bytes = 512 if on_cuda else 0
     if device is None:
@@ -280,9 +280,7 @@ def _server_planner(server, policy, memory_limit_bytes, max_overhead_ratio, time
         allocator_rounding_bytes=allocator_rounding_bytes,
         max_recompute_depth=max_recompute_depth,
         solver_time_limit_seconds=solver_time_limit_seconds, objective=objective,
-        # A chunked region runs as Python around aten ops, which Inductor
-        # cannot lower: with compiler="inductor" plans only recompute.
-        chunking="off" if compiler == "inductor" else chunking)
+        chunking=chunking)
     options.validate()
     doubt = options.doubtful()
     if doubt:
@@ -324,7 +322,7 @@ def optimize(model: nn.Module, *, server: Optional[str] = None, policy: str = "A
     planner: a local planner (echo_torch.planners) instead of echod.
     compiler: the inner compiler of the planned graphs, "eager" (op by op, as
     planned) or "inductor". chunking: "auto" (AUTO may run the loss and its
-    backward in chunks, docs/pytorch.md; eager compiler only) or "off".
+    backward in chunks, docs/pytorch.md; with either compiler) or "off".
     Wrapping an EchoModule again re-wraps its inner module.
     """
     if isinstance(model, EchoModule):
@@ -340,7 +338,7 @@ def optimize(model: nn.Module, *, server: Optional[str] = None, policy: str = "A
         planner, preflight = _server_planner(
             server, policy, memory_limit_bytes, max_overhead_ratio, timeout_seconds, device,
             allocator_rounding_bytes, max_recompute_depth, solver_time_limit_seconds,
-            plan_cache, on_cuda, objective, chunking, compiler)
+            plan_cache, on_cuda, objective, chunking)
     return EchoModule(model, planner, on_error=on_error, preflight=preflight,
                       measure_workspace=measure_workspace, client_timing=client_timing,
                       compiler=compiler)
@@ -498,7 +496,7 @@ def backend(*, server: Optional[str] = None, policy: str = "AUTO",
         planner, preflight = _server_planner(
             server, policy, memory_limit_bytes, max_overhead_ratio, timeout_seconds, device,
             allocator_rounding_bytes, max_recompute_depth, solver_time_limit_seconds,
-            plan_cache, on_cuda, objective, chunking, compiler)
+            plan_cache, on_cuda, objective, chunking)
     return EchoBackend(planner, preflight, on_error, measure_workspace, client_timing,
                        compiler)
 

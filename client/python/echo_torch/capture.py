@@ -28,7 +28,7 @@ import torch.utils._pytree as pytree
 
 from echo_torch.convert import (JointGraph, PrimalInfo, ROLE_BUFFER, ROLE_INPUT,
                                 ROLE_PARAMETER)
-from echo_torch import dropout, ops
+from echo_torch import chunked, dropout, ops
 from echo_torch.executor import is_echo_module, program_of
 from echo_torch.log import logger
 
@@ -61,6 +61,10 @@ def compile_program(gm, _example_inputs):
 
 COMPILERS = ("eager", "inductor")
 
+# The ops a chunked loss region is proven from (planner/chunk/row_rules.h).
+_LOSS_OPS = frozenset(("_log_softmax", "_log_softmax_backward_data", "nll_loss_forward",
+                       "nll_loss_backward", "_softmax", "_softmax_backward_data"))
+
 
 def _inductor_compile(gm, example_inputs):
     """compile_fx_inner on one side of the partition, with what compile_fx
@@ -84,8 +88,25 @@ def _inductor_compile(gm, example_inputs):
         leaves = pytree.arg_tree_leaves(*output.args)
         output.meta["user_visible_output_idxs"] = [
             i for i, n in enumerate(leaves) if isinstance(n, torch.fx.Node)]
+    if chunked.lower_for_inductor(gm):
+        # Without the Program it mirrors (a chunked step's runner holds
+        # plan messages): Inductor's graph cache pickles the module.
+        gm = torch.fx.GraphModule(gm, gm.graph)
+    _loss_ops_as_aten(gm)
     with config.patch(fallback_random=True):
         return compile_fx_inner(gm, example_inputs)
+
+
+def _loss_ops_as_aten(gm) -> None:
+    """A loss op left whole for chunking (inner_compiler) that the plan did
+    not chunk runs as aten's: Inductor, which has only the decomposition we
+    skipped, is given a fallback for it (torch.compile's own graphs never
+    reach it: they are decomposed before lowering)."""
+    from torch._inductor import lowering
+    for node in gm.graph.nodes:
+        if (node.op == "call_function" and ops.base_name(node.target) in _LOSS_OPS
+                and node.target not in lowering.lowerings):
+            lowering.make_fallback(node.target, warn=False, override_decomp=True)
 
 
 def inner_compiler(name: str):
@@ -101,7 +122,11 @@ def inner_compiler(name: str):
         # which compile_fx would have imported before tracing.
         importlib.import_module("torch._inductor.lowering")
         from torch._inductor.decomposition import select_decomp_table
-        return _inductor_compile, select_decomp_table()
+        # The loss's ops stay whole, so echod can find a chunkable region
+        # (planner/chunk/); unchunked, Inductor runs them as aten's.
+        table = {op: fn for op, fn in select_decomp_table().items()
+                 if ops.base_name(op) not in _LOSS_OPS}
+        return _inductor_compile, table
     raise ValueError(f"unknown compiler {name!r}; one of {', '.join(COMPILERS)}")
 
 
