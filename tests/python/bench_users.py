@@ -5,6 +5,7 @@ budget and Echo AUTO, per model, on the same inputs.
 
   build/venv/bin/python tests/python/bench_users.py \
       [--models gpt2,llama-gqa,bert-mlm,t5,nn-transformer-encoder] \
+      (build/venv-vision/bin/python ... --models timm-vit-s,timm-resnet18,timm-convnext-atto)
       [--layers 4 --hidden 256 --seq 128 --batch 4 --vocab 8192] [--runs 2] \
       [--server HOST:PORT] [--out tests/python/users] [--render DIR]
 
@@ -139,6 +140,8 @@ from echo_torch.convert import _DTYPES, JointGraph, convert
 _g = proto.graph_pb2
 
 MODEL_NAMES = ("gpt2", "llama-gqa", "bert-mlm", "t5", "nn-transformer-encoder")
+# timm's, in the vision venv (make python-vision-venv): --models with these.
+TIMM_NAMES = ("timm-vit-s", "timm-resnet18", "timm-convnext-atto")
 OVERHEADS = (0.05, 0.10, 0.20)
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_OUT = os.path.join(HERE, "users")
@@ -188,9 +191,48 @@ def _hf(model, size, **kwargs):
                  "library: gradient_checkpointing_enable()")
 
 
+class _ImageLoss(nn.Module):
+    """A timm model and cross-entropy over its 1,000 classes."""
+
+    def __init__(self, body):
+        super().__init__()
+        self.body = body
+
+    def forward(self, images, labels):
+        return nn.functional.cross_entropy(self.body(images), labels)
+
+
+def _timm_blocks(model):
+    """The blocks timm's set_grad_checkpointing checkpoints."""
+    body = model.body
+    if hasattr(body, "blocks"):  # ViT
+        return list(body.blocks)
+    if hasattr(body, "stages"):  # ConvNeXt
+        return [b for stage in body.stages for b in stage.blocks]
+    return [b for layer in (body.layer1, body.layer2, body.layer3, body.layer4)
+            for b in layer]  # ResNet
+
+
+def _timm(name, size, **kwargs):
+    import timm
+    body = timm.create_model(name, pretrained=False, **kwargs)
+    side = kwargs.get("img_size", 64)
+    args = (torch.randn(2 * size.batch, 3, side, side),
+            torch.randint(0, 1000, (2 * size.batch,)))
+    return Bench(harness.Case(_ImageLoss(body).train(), args), _timm_blocks,
+                 lambda m: m.body.set_grad_checkpointing(True),
+                 "library: set_grad_checkpointing()")
+
+
 def build(name, size: Size) -> Bench:
     torch.manual_seed(0)
     ffn = 4 * size.hidden
+    if name == "timm-vit-s":
+        return _timm("vit_small_patch16_224", size, img_size=64)
+    if name == "timm-resnet18":
+        return _timm("resnet18", size)
+    if name == "timm-convnext-atto":
+        return _timm("convnext_atto", size)
     if name == "nn-transformer-encoder":
         from test_third_party import _Classify
         layer = nn.TransformerEncoderLayer(d_model=size.hidden, nhead=size.heads,
@@ -750,7 +792,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--server", help="a running echod (default: start one)")
     parser.add_argument("--models", default=",".join(MODEL_NAMES),
-                        help="comma-separated, from " + ",".join(MODEL_NAMES))
+                        help="comma-separated, from " + ",".join(MODEL_NAMES + TIMM_NAMES))
     for field in dataclasses.fields(Size):
         parser.add_argument(f"--{field.name}", type=int, default=field.default)
     parser.add_argument("--runs", type=int, default=2, help="timed steps per point")
@@ -768,7 +810,7 @@ def main(argv=None):
         return 0
     names = [n.strip() for n in args.models.split(",") if n.strip()]
     for n in names:
-        if n not in MODEL_NAMES:
+        if n not in MODEL_NAMES + TIMM_NAMES:
             parser.error(f"unknown model {n!r}")
     size = Size(**{f.name: getattr(args, f.name) for f in dataclasses.fields(Size)})
     torch.set_num_threads(2)
