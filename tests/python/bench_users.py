@@ -21,8 +21,13 @@ GPT-2, Llama with grouped-query attention (heads/2 key/value heads), BERT
 masked LM, T5 (encoder and decoder of --layers each, targets of seq/4
 tokens), and the suite's nn.TransformerEncoder (test_third_party's: sequence
 first, a linear head under cross-entropy over 10 classes, random input
-features). Sizes: --layers blocks, --hidden wide, 4 heads, FFN 4x hidden,
---vocab tokens, --batch x --seq.
+features), test_third_party's nn.LSTM sequence-to-sequence model (2 LSTM
+layers each side, --hidden wide; "library" checkpointing wraps each nn.LSTM
+in torch.utils.checkpoint; torch.compile with allow_rnn) and, in the vision
+venv, timm's ViT-S, ResNet-18 and ConvNeXt-atto (1,000 classes, 2 x --batch
+images of 224x224; library checkpointing: set_grad_checkpointing()).
+Sizes: --layers blocks, --hidden wide, 4 heads, FFN 4x hidden, --vocab
+tokens, --batch x --seq.
 
 Points (one training step each, torch.manual_seed(0) before every step):
 
@@ -139,7 +144,8 @@ from echo_torch.convert import _DTYPES, JointGraph, convert
 
 _g = proto.graph_pb2
 
-MODEL_NAMES = ("gpt2", "llama-gqa", "bert-mlm", "t5", "nn-transformer-encoder")
+MODEL_NAMES = ("gpt2", "llama-gqa", "bert-mlm", "t5", "nn-transformer-encoder",
+               "nn-lstm-seq2seq")
 # timm's, in the vision venv (make python-vision-venv): --models with these.
 TIMM_NAMES = ("timm-vit-s", "timm-resnet18", "timm-convnext-atto")
 OVERHEADS = (0.05, 0.10, 0.20)
@@ -228,6 +234,19 @@ def _timm(name, size, side=224, **kwargs):
 def build(name, size: Size) -> Bench:
     torch.manual_seed(0)
     ffn = 4 * size.hidden
+    if name == "nn-lstm-seq2seq":
+        # test_third_party's (2 LSTM layers each side) at --vocab and
+        # --hidden, targets of seq/4 tokens; torch.compile traces nn.LSTM
+        # only with allow_rnn.
+        from test_third_party import Seq2Seq
+        torch._dynamo.config.allow_rnn = True
+        model = Seq2Seq(size.vocab, size.hidden, size.hidden)
+        args = (torch.randint(0, size.vocab, (size.seq, size.batch)),
+                torch.randint(0, size.vocab, (size.seq // 4 + 1, size.batch)))
+        return Bench(harness.Case(model.train(), args),
+                     lambda m: [m.encoder, m.decoder],
+                     lambda m: checkpoint_blocks([m.encoder, m.decoder]),
+                     "checkpoint each nn.LSTM (torch.utils.checkpoint)")
     if name == "timm-vit-s":
         return _timm("vit_small_patch16_224", size)
     if name == "timm-resnet18":
