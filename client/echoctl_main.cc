@@ -35,6 +35,7 @@
 // or 1e10; global flags may also follow the command.
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/ascii.h"
@@ -167,62 +168,94 @@ PlanFlags AddPlanFlags(CLI::App* command, EchoctlFlags& flags,
   return added;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app(
-      "echoctl: command-line client of echod, the GPU memory "
-      "planner",
-      "echoctl");
-  app.set_version_flag("--version", "echoctl " ECHO_VERSION);
-  // At most one command; none is reported below, so that a misspelt one
-  // reads as an unexpected argument.
-  app.require_subcommand(0, 1);
-  app.fallthrough();  // global flags may follow the command
-
+// What the parser fills besides EchoctlFlags: the client's options, values
+// that are set only when given, and the commands.
+struct Parsed {
   echo::client::ClientOptions client_options;
-  client_options.timeout_seconds = 60;
+  echo::client::ClientCredentialFiles credential_files;
   std::string output = "text";
-  app.add_option("--server", client_options.server,
+  std::string policy;
+  std::string objective;
+  int64_t memory_limit_bytes = 0;
+  int64_t reserved_bytes = 0;
+  double overhead_ratio = 0;
+  std::vector<CLI::Option*> memory_limit_options;
+  std::vector<CLI::Option*> overhead_options;
+  std::vector<CLI::Option*> reserved_options;
+  CLI::App* health = nullptr;
+  CLI::App* register_graph = nullptr;
+  CLI::App* estimate = nullptr;
+  CLI::App* plan = nullptr;
+  CLI::App* fit = nullptr;
+  CLI::App* max_batch = nullptr;
+  CLI::App* frontier = nullptr;
+  CLI::App* report = nullptr;
+  CLI::App* profile = nullptr;
+  CLI::App* node_info = nullptr;
+};
+
+const char* const kReservedHelp =
+    "bytes kept for the CUDA context, handles and fragmentation on each "
+    "device (unset: 512MiB + 5% of the device's memory)";
+
+// --policy, the budgets and the rest of AddPlanFlags, with the budgets'
+// options recorded so that only given ones are set.
+void AddBudgetedPlanFlags(CLI::App* command, EchoctlFlags& flags,
+                          Parsed& parsed) {
+  PlanFlags added =
+      AddPlanFlags(command, flags, parsed.policy, parsed.memory_limit_bytes,
+                   parsed.overhead_ratio);
+  parsed.memory_limit_options.push_back(added.memory_limit);
+  parsed.overhead_options.push_back(added.overhead_ratio);
+}
+
+// --max_points: memory limits to sweep.
+void AddMaxPointsFlag(CLI::App* command, EchoctlFlags& flags,
+                      const std::string& prefix) {
+  command
+      ->add_option("--max_points", flags.max_points,
+                   prefix + "memory limits to sweep (default 12, at most 64)")
+      ->check(CLI::Range(2, 64));
+}
+
+void AddGlobalFlags(CLI::App& app, Parsed& parsed) {
+  parsed.client_options.timeout_seconds = 60;
+  app.add_option("--server", parsed.client_options.server,
                  "echod address: host:port or unix:///path")
       ->envname("ECHO_SERVER")
       ->capture_default_str();
-  app.add_option("--timeout_seconds", client_options.timeout_seconds,
+  app.add_option("--timeout_seconds", parsed.client_options.timeout_seconds,
                  "RPC deadline")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  echo::client::ClientCredentialFiles credential_files;
-  app.add_option("--tls_ca_file", credential_files.tls_ca_file,
+  echo::client::ClientCredentialFiles& files = parsed.credential_files;
+  app.add_option("--tls_ca_file", files.tls_ca_file,
                  "PEM CA of echod's certificate: speak TLS")
       ->envname("ECHOCTL_TLS_CA_FILE");
-  app.add_option("--tls_cert_file", credential_files.tls_cert_file,
+  app.add_option("--tls_cert_file", files.tls_cert_file,
                  "PEM client certificate, for echod with --tls_client_ca_file")
       ->envname("ECHOCTL_TLS_CERT_FILE");
-  app.add_option("--tls_key_file", credential_files.tls_key_file,
+  app.add_option("--tls_key_file", files.tls_key_file,
                  "PEM private key of --tls_cert_file")
       ->envname("ECHOCTL_TLS_KEY_FILE");
-  app.add_option("--auth_token_file", credential_files.auth_token_file,
+  app.add_option("--auth_token_file", files.auth_token_file,
                  "file holding the bearer token to send (echod's "
                  "--auth_token_file)")
       ->envname("ECHOCTL_AUTH_TOKEN_FILE");
-  app.add_option("--output", output, "text, or json (proto3 JSON)")
+  app.add_option("--output", parsed.output, "text, or json (proto3 JSON)")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
+}
 
-  EchoctlFlags flags;
-  int64_t memory_limit_bytes = 0;
-  double overhead_ratio = 0;
-  std::string policy;
-  CLI::Option* fit_ratio_option = nullptr;
-
-  CLI::App* health = app.add_subcommand("health", "exit 0 only when SERVING");
-
-  CLI::App* register_graph = app.add_subcommand(
+// health, register, estimate, plan, report, profile, node-info.
+void AddGraphCommands(CLI::App& app, EchoctlFlags& flags, Parsed& parsed) {
+  parsed.health = app.add_subcommand("health", "exit 0 only when SERVING");
+  parsed.register_graph = app.add_subcommand(
       "register",
       "store the graph in echod's registry; prints its fingerprint");
-  AddGraphFlags(register_graph, flags, /*fingerprint=*/false);
+  AddGraphFlags(parsed.register_graph, flags, /*fingerprint=*/false);
 
-  CLI::App* estimate = app.add_subcommand(
+  CLI::App* estimate = parsed.estimate = app.add_subcommand(
       "estimate", "peak memory of one training iteration, and its breakdown");
   AddGraphFlags(estimate, flags);
   estimate->add_option("--device", flags.device,
@@ -235,19 +268,48 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(-1, 1 << 30))
       ->capture_default_str();
 
-  CLI::App* plan = app.add_subcommand(
+  CLI::App* plan = parsed.plan = app.add_subcommand(
       "plan", "a recompute plan under a policy and a budget");
   AddGraphFlags(plan, flags);
-  PlanFlags plan_flags =
-      AddPlanFlags(plan, flags, policy, memory_limit_bytes, overhead_ratio);
-  std::string objective;
-  plan->add_option("--objective", objective,
+  AddBudgetedPlanFlags(plan, flags, parsed);
+  plan->add_option("--objective", parsed.objective,
                    "what AUTO minimizes within its overhead budget: "
                    "peak_bytes (default) or stash_bytes")
       ->check(CLI::IsMember({"peak_bytes", "stash_bytes"}));
   AddRoundingFlag(plan, flags);
 
-  CLI::App* fit = app.add_subcommand(
+  CLI::App* report = parsed.report = app.add_subcommand(
+      "report",
+      "one self-contained HTML page: memory over the schedule by role before "
+      "and after a plan, the peak, the plan's regions, the frontier");
+  AddGraphFlags(report, flags);
+  report->add_option("--html", flags.html_path, "the page to write")
+      ->required();
+  AddBudgetedPlanFlags(report, flags, parsed);
+  report
+      ->add_option("--live_tensors", flags.live_tensors,
+                   "largest tensors live at each peak to list")
+      ->check(CLI::Range(-1, 1 << 30))
+      ->capture_default_str();
+  report
+      ->add_option("--timeline_points", flags.timeline_points,
+                   "most points per timeline (default 2000): longer schedules "
+                   "keep each bucket's largest step")
+      ->check(CLI::Range(1, 100000));
+  AddMaxPointsFlag(report, flags, "frontier: ");
+  AddRoundingFlag(report, flags);
+
+  parsed.profile =
+      app.add_subcommand("profile", "time the graph's ops on the server's GPU");
+  AddGraphFlags(parsed.profile, flags);
+  parsed.profile->add_flag("--force", flags.force, "ignore cached results");
+  parsed.node_info = app.add_subcommand(
+      "node-info", "GPUs, versions, device catalog, profile cache");
+}
+
+// fit, max-batch, frontier: the scheduler's questions.
+void AddFitCommands(CLI::App& app, EchoctlFlags& flags, Parsed& parsed) {
+  CLI::App* fit = parsed.fit = app.add_subcommand(
       "fit",
       "does the graph fit on a device, or on each of several (exit 3 when "
       "it fits on none)");
@@ -256,31 +318,30 @@ int main(int argc, char** argv) {
       ->excludes(fit->add_option(
           "--devices", flags.devices,
           "comma-separated catalog names, or all: one answer per device"));
-  int64_t reserved_bytes = 0;
-  const char* const kReservedHelp =
-      "bytes kept for the CUDA context, handles and fragmentation on each "
-      "device (unset: 512MiB + 5% of the device's memory)";
-  CLI::Option* reserved_option =
-      fit->add_option("--reserved_bytes", reserved_bytes, kReservedHelp)
-          ->transform(kByteSize);
-  fit_ratio_option = AddOverheadFlag(fit, overhead_ratio);
+  parsed.reserved_options.push_back(
+      fit->add_option("--reserved_bytes", parsed.reserved_bytes, kReservedHelp)
+          ->transform(kByteSize));
+  parsed.overhead_options.push_back(
+      AddOverheadFlag(fit, parsed.overhead_ratio));
   fit->add_flag("--max_batch", flags.include_max_batch,
                 "also each device's largest batch (graphs with a batch "
                 "dimension, e.g. --batch_dim auto)");
   AddChunkingFlag(fit, flags);
   AddRoundingFlag(fit, flags);
 
-  CLI::App* max_batch = app.add_subcommand(
+  CLI::App* max_batch = parsed.max_batch = app.add_subcommand(
       "max-batch",
       "the largest batch that fits a device, without and with recomputation "
       "(exit 3 when none fits)");
   AddGraphFlags(max_batch, flags);
   max_batch->add_option("--device", flags.device, "device catalog name")
       ->required();
-  CLI::Option* batch_ratio_option = AddOverheadFlag(max_batch, overhead_ratio);
-  CLI::Option* batch_reserved_option =
-      max_batch->add_option("--reserved_bytes", reserved_bytes, kReservedHelp)
-          ->transform(kByteSize);
+  parsed.overhead_options.push_back(
+      AddOverheadFlag(max_batch, parsed.overhead_ratio));
+  parsed.reserved_options.push_back(
+      max_batch
+          ->add_option("--reserved_bytes", parsed.reserved_bytes, kReservedHelp)
+          ->transform(kByteSize));
   max_batch->add_option("--min_batch", flags.min_batch, "smallest batch (1)")
       ->check(CLI::PositiveNumber);
   max_batch
@@ -294,51 +355,98 @@ int main(int argc, char** argv) {
   AddChunkingFlag(max_batch, flags);
   AddRoundingFlag(max_batch, flags);
 
-  CLI::App* frontier = app.add_subcommand(
+  CLI::App* frontier = parsed.frontier = app.add_subcommand(
       "frontier", "the Pareto set of (peak, extra compute) of AUTO plans");
   AddGraphFlags(frontier, flags);
   frontier->add_option("--device", flags.device,
                        "device catalog name: costs in seconds on it");
-  frontier
-      ->add_option("--max_points", flags.max_points,
-                   "memory limits to sweep (default 12, at most 64)")
-      ->check(CLI::Range(2, 64));
+  AddMaxPointsFlag(frontier, flags, "");
   AddChunkingFlag(frontier, flags);
   AddRoundingFlag(frontier, flags);
+}
 
-  CLI::App* report = app.add_subcommand(
-      "report",
-      "one self-contained HTML page: memory over the schedule by role before "
-      "and after a plan, the peak, the plan's regions, the frontier");
-  AddGraphFlags(report, flags);
-  report->add_option("--html", flags.html_path, "the page to write")
-      ->required();
-  PlanFlags report_flags =
-      AddPlanFlags(report, flags, policy, memory_limit_bytes, overhead_ratio);
-  report
-      ->add_option("--live_tensors", flags.live_tensors,
-                   "largest tensors live at each peak to list")
-      ->check(CLI::Range(-1, 1 << 30))
-      ->capture_default_str();
-  report
-      ->add_option("--timeline_points", flags.timeline_points,
-                   "most points per timeline (default 2000): longer schedules "
-                   "keep each bucket's largest step")
-      ->check(CLI::Range(1, 100000));
-  report
-      ->add_option("--max_points", flags.max_points,
-                   "frontier: memory limits to sweep (default 12, at most 64)")
-      ->check(CLI::Range(2, 64));
-  AddRoundingFlag(report, flags);
+bool AnyGiven(const std::vector<CLI::Option*>& options) {
+  for (const CLI::Option* option : options) {
+    if (option->count() > 0) return true;
+  }
+  return false;
+}
 
-  CLI::App* profile =
-      app.add_subcommand("profile", "time the graph's ops on the server's GPU");
-  AddGraphFlags(profile, flags);
-  profile->add_flag("--force", flags.force, "ignore cached results");
+// The usage errors the parser cannot see, then what the given values set.
+// Returns false (having said why) on a usage error.
+bool Resolve(const Parsed& parsed, EchoctlFlags& flags) {
+  for (CLI::App* command :
+       {parsed.estimate, parsed.plan, parsed.fit, parsed.max_batch,
+        parsed.frontier, parsed.profile, parsed.report}) {
+    if (command->parsed() && flags.graph.empty() && flags.fingerprint.empty()) {
+      std::cerr << "echoctl: " << command->get_name()
+                << " needs --graph or --fingerprint (see echoctl --help)\n";
+      return false;
+    }
+  }
+  if (parsed.fit->parsed() && flags.device.empty() && flags.devices.empty()) {
+    std::cerr << "echoctl: fit needs --device or --devices (see echoctl "
+                 "--help)\n";
+    return false;
+  }
+  if (AnyGiven(parsed.reserved_options)) {
+    flags.reserved_bytes = parsed.reserved_bytes;
+  }
+  flags.json_output = parsed.output == "json";
+  if (!parsed.policy.empty()) {
+    flags.policy = static_cast<v1::RecomputePolicy>(std::stoi(parsed.policy));
+  }
+  if (parsed.objective == "stash_bytes") {
+    flags.objective = v1::RECOMPUTE_OBJECTIVE_STASH_BYTES;
+  } else if (parsed.objective == "peak_bytes") {
+    flags.objective = v1::RECOMPUTE_OBJECTIVE_PEAK_BYTES;
+  }
+  if (AnyGiven(parsed.memory_limit_options)) {
+    flags.memory_limit_bytes = parsed.memory_limit_bytes;
+  }
+  if (AnyGiven(parsed.overhead_options)) {
+    flags.max_overhead_ratio = parsed.overhead_ratio;
+  }
+  return true;
+}
 
-  CLI::App* node_info = app.add_subcommand(
-      "node-info", "GPUs, versions, device catalog, profile cache");
+int Dispatch(const Parsed& parsed, echo::client::PlannerClient& client,
+             const EchoctlFlags& flags) {
+  namespace c = echo::client;
+  if (parsed.health->parsed()) return c::RunHealth(client);
+  if (parsed.register_graph->parsed()) return c::RunRegister(client, flags);
+  if (parsed.estimate->parsed()) return c::RunEstimate(client, flags);
+  if (parsed.plan->parsed()) return c::RunPlan(client, flags);
+  if (parsed.fit->parsed()) return c::RunFit(client, flags);
+  if (parsed.max_batch->parsed()) return c::RunMaxBatch(client, flags);
+  if (parsed.frontier->parsed()) return c::RunFrontier(client, flags);
+  if (parsed.profile->parsed()) return c::RunProfile(client, flags);
+  if (parsed.node_info->parsed()) return c::RunNodeInfo(client, flags);
+  if (parsed.report->parsed()) return c::RunReport(client, flags);
+  std::cerr << "echoctl: no command given (health, register, estimate, plan, "
+               "fit, max-batch, frontier, profile, node-info, report; see "
+               "echoctl --help)\n";
+  return kUsageExitCode;
+}
 
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app(
+      "echoctl: command-line client of echod, the GPU memory "
+      "planner",
+      "echoctl");
+  app.set_version_flag("--version", "echoctl " ECHO_VERSION);
+  // At most one command; none is reported below, so that a misspelt one
+  // reads as an unexpected argument.
+  app.require_subcommand(0, 1);
+  app.fallthrough();  // global flags may follow the command
+
+  Parsed parsed;
+  EchoctlFlags flags;
+  AddGlobalFlags(app, parsed);
+  AddGraphCommands(app, flags, parsed);
+  AddFitCommands(app, flags, parsed);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -351,62 +459,14 @@ int main(int argc, char** argv) {
     std::cerr << "echoctl: " << e.what() << " (see echoctl --help)\n";
     return kUsageExitCode;
   }
-
-  for (CLI::App* command :
-       {estimate, plan, fit, max_batch, frontier, profile, report}) {
-    if (command->parsed() && flags.graph.empty() && flags.fingerprint.empty()) {
-      std::cerr << "echoctl: " << command->get_name()
-                << " needs --graph or --fingerprint (see echoctl --help)\n";
-      return kUsageExitCode;
-    }
-  }
-  if (fit->parsed() && flags.device.empty() && flags.devices.empty()) {
-    std::cerr << "echoctl: fit needs --device or --devices (see echoctl "
-                 "--help)\n";
-    return kUsageExitCode;
-  }
-  if (reserved_option->count() + batch_reserved_option->count() > 0) {
-    flags.reserved_bytes = reserved_bytes;
-  }
-  flags.json_output = output == "json";
-  if (!policy.empty()) {
-    flags.policy = static_cast<v1::RecomputePolicy>(std::stoi(policy));
-  }
-  if (objective == "stash_bytes") {
-    flags.objective = v1::RECOMPUTE_OBJECTIVE_STASH_BYTES;
-  } else if (objective == "peak_bytes") {
-    flags.objective = v1::RECOMPUTE_OBJECTIVE_PEAK_BYTES;
-  }
-  if (plan_flags.memory_limit->count() + report_flags.memory_limit->count() >
-      0) {
-    flags.memory_limit_bytes = memory_limit_bytes;
-  }
-  if (plan_flags.overhead_ratio->count() + fit_ratio_option->count() +
-          batch_ratio_option->count() + report_flags.overhead_ratio->count() >
-      0) {
-    flags.max_overhead_ratio = overhead_ratio;
-  }
-  if (absl::Status loaded =
-          echo::client::LoadCredentialFiles(credential_files, &client_options);
+  if (!Resolve(parsed, flags)) return kUsageExitCode;
+  echo::client::ClientOptions client_options = parsed.client_options;
+  if (absl::Status loaded = echo::client::LoadCredentialFiles(
+          parsed.credential_files, &client_options);
       !loaded.ok()) {
     std::cerr << "echoctl: " << loaded.message() << "\n";
     return 1;
   }
   echo::client::PlannerClient client(client_options);
-  if (health->parsed()) return echo::client::RunHealth(client);
-  if (register_graph->parsed()) {
-    return echo::client::RunRegister(client, flags);
-  }
-  if (estimate->parsed()) return echo::client::RunEstimate(client, flags);
-  if (plan->parsed()) return echo::client::RunPlan(client, flags);
-  if (fit->parsed()) return echo::client::RunFit(client, flags);
-  if (max_batch->parsed()) return echo::client::RunMaxBatch(client, flags);
-  if (frontier->parsed()) return echo::client::RunFrontier(client, flags);
-  if (profile->parsed()) return echo::client::RunProfile(client, flags);
-  if (node_info->parsed()) return echo::client::RunNodeInfo(client, flags);
-  if (report->parsed()) return echo::client::RunReport(client, flags);
-  std::cerr << "echoctl: no command given (health, register, estimate, plan, "
-               "fit, max-batch, frontier, profile, node-info, report; see "
-               "echoctl --help)\n";
-  return kUsageExitCode;
+  return Dispatch(parsed, client, flags);
 }
