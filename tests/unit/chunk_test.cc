@@ -58,12 +58,23 @@ std::vector<std::string> TensorIds(const Graph& graph,
   return ids;
 }
 
+// The graph's one chunkable region, or a failure that says how many were
+// found and why the others were refused.
+::testing::AssertionResult OneRegion(const Graph& graph, ChunkRegion* region) {
+  const ChunkRegionSearch found = FindChunkRegions(graph);
+  if (found.regions.size() != 1) {
+    return ::testing::AssertionFailure()
+           << found.regions.size()
+           << " regions; refused: " << ::testing::PrintToString(found.rejected);
+  }
+  *region = found.regions[0];
+  return ::testing::AssertionSuccess();
+}
+
 TEST(ChunkRegionTest, FindsTheLossAndItsBackward) {
   const Graph graph = testing::ParseOrFail(kLmHead);
-  const ChunkRegionSearch found = FindChunkRegions(graph);
-  ASSERT_EQ(found.regions.size(), 1u)
-      << ::testing::PrintToString(found.rejected);
-  const ChunkRegion& region = found.regions[0];
+  ChunkRegion region;
+  ASSERT_TRUE(OneRegion(graph, &region));
   EXPECT_EQ(region.rows, 8);
   EXPECT_THAT(OpIds(graph, region.forward_ops),
               ElementsAre("mm", "lsm", "nll"));
@@ -200,10 +211,8 @@ output loss gw gx0 gx1
 
 TEST(ChunkRegionTest, StackedStepsAreBlocksAndTheirSumsAddInside) {
   const Graph graph = testing::ParseOrFail(kStepwiseHead);
-  const ChunkRegionSearch found = FindChunkRegions(graph);
-  ASSERT_EQ(found.regions.size(), 1u)
-      << ::testing::PrintToString(found.rejected);
-  const ChunkRegion& region = found.regions[0];
+  ChunkRegion region;
+  ASSERT_TRUE(OneRegion(graph, &region));
   EXPECT_EQ(region.rows, 8);
   EXPECT_EQ(region.block_rows, 4);
   // The steps' projections join through the stack.
@@ -234,7 +243,7 @@ TEST(ChunkRegionTest, StackedStepsAreBlocksAndTheirSumsAddInside) {
   // Chunks hold whole blocks: 3 chunks' 3 rows become 2 chunks of 4.
   ASSERT_OK_AND_ASSIGN(
       ChunkedGraph chunked,
-      ChunkGraph(graph, testing::RelativeCosts(graph), found.regions, 3, {},
+      ChunkGraph(graph, testing::RelativeCosts(graph), {region}, 3, {},
                  /*launch_cost=*/0.5));
   EXPECT_EQ(chunked.steps[0].chunks, 2);
   EXPECT_EQ(chunked.steps[0].chunk_rows, 4);
@@ -252,10 +261,8 @@ TEST(ChunkRegionTest, StepsReadAcrossBlocksStayOutside) {
                   "op mix bwd elementwise g0 g1 -> g01:f32[4,16] args=%,% "
                   "cost=1\nop mmx0 bwd gemm g01 wt0t");
   const Graph graph = testing::ParseOrFail(crossed);
-  const ChunkRegionSearch found = FindChunkRegions(graph);
-  ASSERT_EQ(found.regions.size(), 1u)
-      << ::testing::PrintToString(found.rejected);
-  const ChunkRegion& region = found.regions[0];
+  ChunkRegion region;
+  ASSERT_TRUE(OneRegion(graph, &region));
   EXPECT_EQ(region.block_rows, 0);
   EXPECT_THAT(region.block_ops, IsEmpty());
   EXPECT_THAT(OpIds(graph, region.forward_ops), ElementsAre("v", "lsm", "nll"));
