@@ -209,6 +209,16 @@ void AddBudgetedPlanFlags(CLI::App* command, EchoctlFlags& flags,
   parsed.overhead_options.push_back(added.overhead_ratio);
 }
 
+// --live_tensors: the largest tensors live at `where` to list.
+void AddLiveTensorsFlag(CLI::App* command, EchoctlFlags& flags,
+                        const std::string& where) {
+  command
+      ->add_option("--live_tensors", flags.live_tensors,
+                   "largest tensors live at " + where + " to list")
+      ->check(CLI::Range(-1, 1 << 30))
+      ->capture_default_str();
+}
+
 // --max_points: memory limits to sweep.
 void AddMaxPointsFlag(CLI::App* command, EchoctlFlags& flags,
                       const std::string& prefix) {
@@ -262,11 +272,7 @@ void AddGraphCommands(CLI::App& app, EchoctlFlags& flags, Parsed& parsed) {
                        "device catalog name, e.g. h100-80gb: adds the "
                        "iteration's compute time");
   AddRoundingFlag(estimate, flags);
-  estimate
-      ->add_option("--live_tensors", flags.live_tensors,
-                   "largest tensors live at the peak to list")
-      ->check(CLI::Range(-1, 1 << 30))
-      ->capture_default_str();
+  AddLiveTensorsFlag(estimate, flags, "the peak");
 
   CLI::App* plan = parsed.plan = app.add_subcommand(
       "plan", "a recompute plan under a policy and a budget");
@@ -286,11 +292,7 @@ void AddGraphCommands(CLI::App& app, EchoctlFlags& flags, Parsed& parsed) {
   report->add_option("--html", flags.html_path, "the page to write")
       ->required();
   AddBudgetedPlanFlags(report, flags, parsed);
-  report
-      ->add_option("--live_tensors", flags.live_tensors,
-                   "largest tensors live at each peak to list")
-      ->check(CLI::Range(-1, 1 << 30))
-      ->capture_default_str();
+  AddLiveTensorsFlag(report, flags, "each peak");
   report
       ->add_option("--timeline_points", flags.timeline_points,
                    "most points per timeline (default 2000): longer schedules "

@@ -30,9 +30,8 @@ import argparse
 import time
 
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
 
+import models
 import servers
 from echo_torch import PlannerClient, capture as capture_lib, proto
 from echo_torch.convert import convert
@@ -63,21 +62,10 @@ def bert():
     return transformers.BertForMaskedLM(config), 8, 512, torch.float32
 
 
-class _Classifier(nn.Module):
-    """An image model and its cross-entropy: the training step's loss."""
-
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, images, labels):
-        return F.cross_entropy(self.model(images), labels)
-
-
 def _timm(name):
     def make():
         import timm
-        return _Classifier(timm.create_model(name, pretrained=False)), 64, 224, torch.float32
+        return models.ImageLoss(timm.create_model(name, pretrained=False)), 64, 224, torch.float32
     return make
 
 
@@ -93,7 +81,7 @@ class _Converted(Exception):
 def capture(model, batch, seq):
     """The converted joint graph of one training step; the step is not run.
     seq: a language model's sequence, an image model's side."""
-    if isinstance(model, _Classifier):
+    if isinstance(model, models.ImageLoss):
         kwargs = dict(images=torch.randn(batch, 3, seq, seq),
                       labels=torch.randint(0, 1000, (batch,)))
     else:

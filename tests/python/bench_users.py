@@ -136,6 +136,7 @@ import torch
 import torch.nn as nn
 
 import harness
+import models
 import servers
 from bench_frontier import Roofline, same_training, torch_recomputed
 from frontier_report import BUDGETS, DEVICE, MIB
@@ -197,17 +198,6 @@ def _hf(model, size, **kwargs):
                  "library: gradient_checkpointing_enable()")
 
 
-class _ImageLoss(nn.Module):
-    """A timm model and cross-entropy over its 1,000 classes."""
-
-    def __init__(self, body):
-        super().__init__()
-        self.body = body
-
-    def forward(self, images, labels):
-        return nn.functional.cross_entropy(self.body(images), labels)
-
-
 def _timm_blocks(model):
     """The blocks timm's set_grad_checkpointing checkpoints."""
     body = model.body
@@ -226,7 +216,7 @@ def _timm(name, size, side=224, **kwargs):
     body = timm.create_model(name, pretrained=False, **kwargs)
     args = (torch.randn(2 * size.batch, 3, side, side),
             torch.randint(0, 1000, (2 * size.batch,)))
-    return Bench(harness.Case(_ImageLoss(body).train(), args), _timm_blocks,
+    return Bench(harness.Case(models.ImageLoss(body).train(), args), _timm_blocks,
                  lambda m: m.body.set_grad_checkpointing(True),
                  "library: set_grad_checkpointing()")
 

@@ -14,6 +14,18 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
+class ImageLoss(nn.Module):
+    """An image classifier (e.g. timm's) under cross-entropy: the training
+    step's loss, for the benchmarks that take third-party image models."""
+
+    def __init__(self, body):
+        super().__init__()
+        self.body = body
+
+    def forward(self, images, labels):
+        return F.cross_entropy(self.body(images), labels)
+
+
 class LSTMCell(nn.Module):
     """An LSTM cell written out, as in the paper's NMT model."""
 
