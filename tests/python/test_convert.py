@@ -48,6 +48,7 @@ class ConvertTest(unittest.TestCase):
         batch = self.tensors["primals_7"]
         self.assertEqual((batch.role, batch.name, batch.size_bytes),
                          (_g.TENSOR_ROLE_INPUT, "input_0", 3 * 8 * 4))
+        self.assertTrue(batch.is_output)  # the caller holds it through the step
         tangent = self.tensors["tangents_1"]
         self.assertEqual(tangent.role, _g.TENSOR_ROLE_INPUT)
         self.assertTrue(tangent.is_output)  # held through the backward

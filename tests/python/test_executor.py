@@ -1,5 +1,6 @@
 """Plans applied to real modules: results, saved set, recompute placement."""
 import unittest
+import weakref
 
 import torch
 import torch.nn as nn
@@ -7,7 +8,7 @@ import torch.nn as nn
 import harness
 import servers
 from echo_torch import capture_graph, measure, optimize, report
-from echo_torch.executor import PlanError, build_programs
+from echo_torch.executor import PlanError, Program, _Instr, _Slot, build_programs
 from echo_torch.planners import (PlainPlanner, StashSetPlanner, plain_schedule,
                                  schedule_from_stash, stash_of_schedule)
 from test_convert import TwoLayer
@@ -199,6 +200,34 @@ class SignatureTest(unittest.TestCase):
         x = torch.randn(2, 8)
         saved, _ = measure.measure_saved(lambda: model(x).sum(), [model.weight, model.bias, x])
         self.assertEqual(saved, 0)  # addmm saves only its inputs
+
+
+class ProgramTest(unittest.TestCase):
+    def test_an_op_output_dies_at_its_last_reader(self):
+        """unbind's outputs (views that keep their base's storage) are gone
+        once their last reader ran, not held until the next multi-output op:
+        the plan's memory count frees them there."""
+        held = []
+
+        def add(a, b):
+            held.extend([weakref.ref(a), weakref.ref(b)])
+            return a + b
+
+        alive = []
+
+        def probe(x):
+            alive.extend(ref() is not None for ref in held)
+            return x * 2
+
+        program = Program("p", [0], [
+            _Instr(torch.ops.aten.mul.Tensor, (_Slot(0), 2.0), {}, 1),
+            _Instr(torch.ops.aten.unbind.int, (_Slot(1),), {}, [2, 3]),
+            _Instr(add, (_Slot(2), _Slot(3)), {}, 4),
+            _Instr(probe, (_Slot(4),), {}, 5),
+        ], [5])
+        out, = program([torch.ones(2, 3)])
+        self.assertEqual(out.tolist(), [8.0] * 3)
+        self.assertEqual(alive, [False, False])
 
 
 if __name__ == "__main__":

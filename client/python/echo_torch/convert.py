@@ -25,9 +25,10 @@ BACKWARD: that is where the default partition runs them (nodes that only the
 backward needs and that autograd traced after the forward stay in the
 backward).
 
-Lifetimes the framework imposes: forward outputs are held by the caller and
-tangents by the autograd engine through the whole backward, so both are
-is_output (live to the end). Parameter gradients are is_output with role
+Lifetimes the framework imposes: forward outputs and the batch (the
+model's tensor arguments) are held by the caller, and tangents by the
+autograd engine, through the whole backward, so all three are is_output
+(live to the end). Parameter gradients are is_output with role
 GRADIENT.
 """
 import dataclasses
@@ -313,7 +314,9 @@ def convert(joint: JointGraph) -> ConvertedGraph:
                 primal_nodes.append(node)
                 role = (_pb.TENSOR_ROLE_INPUT if info.kind == ROLE_INPUT
                         else _pb.TENSOR_ROLE_PARAMETER)
-                add_tensor(node.name, info.name, _node_meta(node), role)
+                t = add_tensor(node.name, info.name, _node_meta(node), role)
+                # The batch is the caller's: it holds it through the step.
+                t.is_output = role == _pb.TENSOR_ROLE_INPUT
             tensor_of[node] = node.name
         elif node.op == "get_attr":
             value = getattr(gm, node.target)

@@ -144,9 +144,10 @@ class Program:
         for instr in self.instrs:
             result = instr.target(*_fill(instr.args, env), **_fill(instr.kwargs, env))
             if isinstance(instr.out, list):
-                for s, value in zip(instr.out, result):
-                    if s is not None:
-                        env[s] = value
+                # A comprehension, not a loop: a loop variable would keep the
+                # op's last output (and its storage) alive until the next
+                # multi-output op, past the frees the plan counts on.
+                env.update({s: value for s, value in zip(instr.out, result) if s is not None})
             else:
                 env[instr.out] = result
             del result
