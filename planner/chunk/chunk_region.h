@@ -32,7 +32,6 @@
 #define ECHO_PLANNER_CHUNK_CHUNK_REGION_H_
 
 #include <cstdint>
-#include <string>
 #include <vector>
 
 #include "planner/graph.h"
@@ -97,15 +96,6 @@ struct ChunkRegion {
 // beside the loss) that the client plans as never sent (the PyTorch hook's
 // Hugging Face logits).
 inline constexpr char kUnusedOutputGradientsKey[] = "unused_output_gradients";
-
-struct ChunkRegionSearch {
-  std::vector<ChunkRegion> regions;
-  // Per loss op left alone, why (naming it), for reports.
-  std::vector<std::string> rejected;
-};
-
-// Every chunkable region of the graph; regions are disjoint.
-ChunkRegionSearch FindChunkRegions(const Graph& graph);
 
 }  // namespace echo::planner
 

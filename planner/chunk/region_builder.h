@@ -1,6 +1,6 @@
 // Grows a chunkable region (chunk_region.h) from its forward chain into the
 // backward, and proves it row-independent or says why not. Internal to
-// planner/chunk: FindChunkRegions finds the chains.
+// planner/chunk: FindChunkRegions (chunk_search.h) finds the chains.
 #ifndef ECHO_PLANNER_CHUNK_REGION_BUILDER_H_
 #define ECHO_PLANNER_CHUNK_REGION_BUILDER_H_
 

@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "planner/byte_size.h"
-#include "planner/chunk/chunk_region.h"
+#include "planner/chunk/chunk_search.h"
 #include "planner/chunk/chunk_rewrite.h"
 #include "planner/cost_model.h"
 #include "planner/recompute/plan_report.h"

@@ -17,7 +17,7 @@
 #include "adapter/graph_convert.h"
 #include "adapter/graph_file.h"
 #include "planner/byte_size.h"
-#include "planner/chunk/chunk_region.h"
+#include "planner/chunk/chunk_search.h"
 #include "planner/chunk/chunk_rewrite.h"
 #include "planner/cost_model.h"
 #include "planner/device_catalog.h"

@@ -11,7 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "planner/batch.h"
-#include "planner/chunk/chunk_region.h"
+#include "planner/chunk/chunk_search.h"
 #include "planner/chunk/chunk_rewrite.h"
 #include "planner/cost_model.h"
 #include "planner/recompute/plan_report.h"

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "planner/chunk/chunk_region.h"
+#include "planner/chunk/chunk_search.h"
 #include "planner/chunk/chunk_rewrite.h"
 #include "planner/memory_simulator.h"
 #include "planner/recompute/recompute_planner.h"
