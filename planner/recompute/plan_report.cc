@@ -133,7 +133,7 @@ int64_t StashBytes(const Graph& graph, const Schedule& schedule,
   return bytes;
 }
 
-absl::StatusOr<int64_t> StashLowerBound(const RematProblem& problem,
+absl::StatusOr<int64_t> StashLowerBound(const RecomputeProblem& problem,
                                         double cost_budget, bool with_cut,
                                         const Interrupt& interrupted) {
   const Graph& graph = problem.graph;

@@ -12,7 +12,7 @@
 #include "planner/graph.h"
 #include "planner/memory_simulator.h"
 #include "planner/recompute/plan.h"
-#include "planner/recompute/remat_problem.h"
+#include "planner/recompute/recompute_problem.h"
 
 namespace echo::planner {
 
@@ -39,7 +39,7 @@ int64_t StashBytes(const Graph& graph, const Schedule& schedule,
 // knows that a re-run op needs its inputs; the higher of the two. The cut
 // bound holds for plans whose clones all run in the backward (every policy
 // but OPTIMAL, whose clones may run inside the forward).
-absl::StatusOr<int64_t> StashLowerBound(const RematProblem& problem,
+absl::StatusOr<int64_t> StashLowerBound(const RecomputeProblem& problem,
                                         double cost_budget, bool with_cut,
                                         const Interrupt& interrupted);
 

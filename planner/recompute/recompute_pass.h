@@ -1,5 +1,5 @@
 // One interface for every recompute policy, the way XLA's rematerialization
-// is one pass with one options struct: a pass turns a RematProblem and the
+// is one pass with one options struct: a pass turns a RecomputeProblem and the
 // request's RecomputePlanOptions into a schedule; GenerateRecomputePlan
 // (recompute_planner.h) validates, dispatches through the registry, replays
 // the schedule and reports.
@@ -12,14 +12,14 @@
 #include "absl/status/statusor.h"
 #include "planner/memory_simulator.h"
 #include "planner/recompute/plan.h"
-#include "planner/recompute/remat_problem.h"
+#include "planner/recompute/recompute_problem.h"
 
 namespace echo::planner {
 
 // What every pass reads: the problem, the options as given, and the overhead
 // budget resolved once (options.max_overhead_ratio or its default).
 struct PassInput {
-  const RematProblem& problem;
+  const RecomputeProblem& problem;
   const RecomputePlanOptions& options;
   double max_overhead_ratio = kDefaultMaxOverheadRatio;
   // max_overhead_ratio * baseline cost, with a relative slack so that a plan

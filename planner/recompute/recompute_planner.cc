@@ -13,12 +13,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "planner/byte_size.h"
-#include "planner/chunk/chunk_search.h"
 #include "planner/chunk/chunk_rewrite.h"
+#include "planner/chunk/chunk_search.h"
 #include "planner/cost_model.h"
 #include "planner/recompute/plan_report.h"
 #include "planner/recompute/recompute_pass.h"
-#include "planner/recompute/remat_problem.h"
+#include "planner/recompute/recompute_problem.h"
 #include "planner/status_macros.h"
 
 namespace echo::planner {
@@ -85,7 +85,7 @@ absl::StatusOr<const RecomputePass*> CheckedPass(
   return &pass;
 }
 
-PassInput MakePassInput(const RematProblem& problem,
+PassInput MakePassInput(const RecomputeProblem& problem,
                         const RecomputePlanOptions& options) {
   PassInput input{problem, options};
   input.max_overhead_ratio =
@@ -153,7 +153,7 @@ absl::StatusOr<RecomputePlan> PlanOneGraph(const Graph& graph,
                                            const RecomputePlanOptions& options,
                                            const RecomputePass& pass,
                                            const PlanBudget& budget) {
-  const RematProblem problem(graph, op_costs, options.memory);
+  const RecomputeProblem problem(graph, op_costs, options.memory);
   PassInput input = MakePassInput(problem, options);
   input.cost_budget =
       std::max(0.0, input.max_overhead_ratio * budget.baseline_cost *
@@ -354,7 +354,7 @@ absl::Status PrecheckRecomputePlan(const Graph& graph,
                                    const RecomputePlanOptions& options) {
   ASSIGN_OR_RETURN(const RecomputePass* pass,
                    CheckedPass(graph, op_costs, options));
-  const RematProblem problem(graph, op_costs, options.memory);
+  const RecomputeProblem problem(graph, op_costs, options.memory);
   return pass->Precheck(MakePassInput(problem, options));
 }
 

@@ -2,7 +2,7 @@
 // Checkmate graphs: plans replay, their numbers are the replay's, AUTO never
 // exceeds the plain peak, honours its budget, and is never worse than ECHO
 // or CHEN_SQRT at the same budget; on VGG16 it is within 5% of the MILP;
-// the stash bound is below every remat set's stash within the budget.
+// the stash bound is below every recompute set's stash within the budget.
 #include <cmath>
 #include <iostream>
 #include <string>
@@ -12,7 +12,7 @@
 #include "planner/memory_simulator.h"
 #include "planner/recompute/plan_report.h"
 #include "planner/recompute/recompute_planner.h"
-#include "planner/recompute/remat_problem.h"
+#include "planner/recompute/recompute_problem.h"
 #include "random_graphs.h"
 #include "test_util.h"
 
@@ -252,10 +252,10 @@ TEST(RecomputePlanPropertyTest, AutoIsWithinFivePercentOfTheMilpOnVgg16) {
 }
 
 // The stash bound against exhaustive search: on random graphs with few
-// recomputable forward ops, every remat set within the budget (peaks
+// recomputable forward ops, every recompute set within the budget (peaks
 // aside) stashes at least the bound, and AUTO's stash objective, which also
 // keeps the plain peak, often reaches the smallest of them.
-TEST(RecomputePlanPropertyTest, StashBoundBelowEveryRematSet) {
+TEST(RecomputePlanPropertyTest, StashBoundBelowEveryRecomputeSet) {
   int compared = 0, auto_at_minimum = 0, bound_at_minimum = 0;
   for (uint64_t seed = 1; seed <= 60; ++seed) {
     SCOPED_TRACE(::testing::Message() << "seed " << seed);
@@ -265,7 +265,7 @@ TEST(RecomputePlanPropertyTest, StashBoundBelowEveryRematSet) {
         testing::MakeRandomTrainingGraph(seed, graph_options);
     const Graph& graph = random.graph;
     const std::vector<double>& costs = random.op_costs;
-    const RematProblem problem(graph, costs, MemoryModelOptions{});
+    const RecomputeProblem problem(graph, costs, MemoryModelOptions{});
     std::vector<OpIndex> eligible;
     for (OpIndex o = 0; o < graph.num_ops(); ++o) {
       if (problem.eligible[o]) eligible.push_back(o);
@@ -275,14 +275,14 @@ TEST(RecomputePlanPropertyTest, StashBoundBelowEveryRematSet) {
       const double budget = ratio * problem.baseline_cost;
       int64_t minimum = StashBytes(graph, PlainSchedule(graph), {});
       for (uint32_t mask = 1; mask < (1u << eligible.size()); ++mask) {
-        RematPlan plan{RematSet(graph.num_ops(), 0), {}};
+        RecomputeChoice plan{RecomputeSet(graph.num_ops(), 0), {}};
         for (size_t i = 0; i < eligible.size(); ++i) {
-          plan.remat[eligible[i]] = (mask >> i) & 1;
+          plan.recompute[eligible[i]] = (mask >> i) & 1;
         }
-        if (RematCost(problem, plan) > budget * (1 + kSlack)) continue;
+        if (RecomputeCost(problem, plan) > budget * (1 + kSlack)) continue;
         minimum = std::min(
             minimum,
-            StashBytes(graph, ScheduleFromRematPlan(problem, plan), {}));
+            StashBytes(graph, ScheduleFromRecomputeChoice(problem, plan), {}));
       }
       RecomputePlanOptions options;
       options.max_overhead_ratio = ratio;

@@ -7,7 +7,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "planner/recompute/recompute_planner.h"
-#include "planner/recompute/remat_problem.h"
+#include "planner/recompute/recompute_problem.h"
 #include "planner/recompute/search/auto_recompute.h"
 #include "test_util.h"
 #include "too_big_graph.h"
@@ -398,8 +398,8 @@ TEST(RecomputePlanTest, AnInterruptedPlanStopsWithTheCallersStatus) {
   auto_options.memory_limit_bytes = 1300;
   auto_options.interrupted = options.interrupted;
   const std::vector<double> costs = testing::RelativeCosts(graph);
-  const RematProblem problem(graph, costs, MemoryModelOptions{});
-  absl::StatusOr<std::vector<RematPlan>> candidates =
+  const RecomputeProblem problem(graph, costs, MemoryModelOptions{});
+  absl::StatusOr<std::vector<RecomputeChoice>> candidates =
       AutoRecompute(auto_options).Run(problem);
   ASSERT_FALSE(candidates.ok());
   EXPECT_EQ(candidates.status().code(), absl::StatusCode::kDeadlineExceeded);

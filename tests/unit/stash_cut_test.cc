@@ -13,7 +13,7 @@
 #include "planner/memory_simulator.h"
 #include "planner/recompute/plan_report.h"
 #include "planner/recompute/recompute_planner.h"
-#include "planner/recompute/remat_problem.h"
+#include "planner/recompute/recompute_problem.h"
 #include "planner/text_format.h"
 #include "test_util.h"
 
@@ -41,10 +41,11 @@ constexpr char kChainGraph[] = R"(
   op b3 bwd elementwise l c m -> gc:10 cost=1
 )";
 
-std::vector<std::string> OpIds(const Graph& graph, const RematSet& remat) {
+std::vector<std::string> OpIds(const Graph& graph,
+                               const RecomputeSet& recompute) {
   std::vector<std::string> ids;
   for (OpIndex o = 0; o < graph.num_ops(); ++o) {
-    if (remat[o]) ids.push_back(graph.op(o).id);
+    if (recompute[o]) ids.push_back(graph.op(o).id);
   }
   return ids;
 }
@@ -60,7 +61,7 @@ struct Fixture {
   }
   Graph graph;
   std::vector<double> costs;
-  RematProblem problem;
+  RecomputeProblem problem;
 };
 
 TEST(StashCutTest, RecomputesChainsTogetherWithinTheBudget) {
@@ -316,7 +317,7 @@ TEST(StashCutTest, AutoRepairsACutAboveThePlainPeak) {
   EXPECT_THAT(OpIds(f.graph, cuts.plans[0]),
               ElementsAre("f0", "f1", "f2", "f3"));
   const SimulationResult cut_replay = testing::ValueOrFail(ReplaySchedule(
-      f.graph, ScheduleFromRematSet(f.problem, cuts.plans[0]), {}));
+      f.graph, ScheduleFromRecomputeSet(f.problem, cuts.plans[0]), {}));
   const int64_t plain = SimulatePlain(f.graph, {}).peak_bytes;
   EXPECT_EQ(plain, 4400);
   EXPECT_EQ(cut_replay.peak_bytes, 4401);

@@ -13,7 +13,7 @@
 #include "planner/recompute/passes/echo_pass.h"
 #include "planner/recompute/passes/passes.h"
 #include "planner/recompute/plan_report.h"
-#include "planner/recompute/remat_problem.h"
+#include "planner/recompute/recompute_problem.h"
 #include "planner/recompute/search/auto_recompute.h"
 #include "planner/recompute/search/stash_cut.h"
 #include "planner/status_macros.h"
@@ -26,8 +26,8 @@ namespace {
 // overhead budget, the lowest peak within it (stash objective: the fewest
 // stashed bytes within it and the plain peak). The plain schedule is always
 // a candidate, so the result is never worse than it.
-Evaluated SelectBest(const RematProblem& problem,
-                     const std::vector<RematPlan>& candidates,
+Evaluated SelectBest(const RecomputeProblem& problem,
+                     const std::vector<RecomputeChoice>& candidates,
                      const std::optional<int64_t>& memory_limit,
                      double cost_budget, RecomputeObjective objective) {
   const bool by_stash =
@@ -49,12 +49,12 @@ Evaluated SelectBest(const RematProblem& problem,
     }
     return a.peak < b.peak || (a.peak == b.peak && a.cost < b.cost);
   };
-  auto consider = [&](const RematPlan& plan) {
+  auto consider = [&](const RecomputeChoice& plan) {
     Evaluated e;
-    e.schedule = ScheduleFromRematPlan(problem, plan);
+    e.schedule = ScheduleFromRecomputeChoice(problem, plan);
     absl::StatusOr<SimulationResult> replay =
         ReplaySchedule(problem.graph, e.schedule, problem.memory);
-    if (!replay.ok()) return;  // cannot happen for a remat plan
+    if (!replay.ok()) return;  // cannot happen for a recompute choice
     e.peak = replay->peak_bytes;
     for (const Execution& x : e.schedule) {
       if (x.recompute) e.cost += problem.op_costs[x.op];
@@ -67,8 +67,8 @@ Evaluated SelectBest(const RematProblem& problem,
     }
     if (!best.has_value() || better(e, *best)) best = std::move(e);
   };
-  consider(RematPlan{RematSet(problem.num_ops(), 0), {}});
-  for (const RematPlan& plan : candidates) consider(plan);
+  consider(RecomputeChoice{RecomputeSet(problem.num_ops(), 0), {}});
+  for (const RecomputeChoice& plan : candidates) consider(plan);
   return *std::move(best);
 }
 
@@ -80,12 +80,13 @@ Evaluated SelectBest(const RematProblem& problem,
 // raised to the chain depth of the seeds so that AUTO can always fall back on
 // them; an explicit bound applies to every candidate.
 absl::StatusOr<Evaluated> RunAuto(const PassInput& input) {
-  const RematProblem& problem = input.problem;
+  const RecomputeProblem& problem = input.problem;
   const RecomputePlanOptions& options = input.options;
-  ASSIGN_OR_RETURN(RematSet echo_seed, EchoRecompute().Run(problem));
-  ASSIGN_OR_RETURN(RematSet chen_seed, ChenSqrtRecompute().Run(problem));
-  std::vector<RematPlan> seeds = {RematPlan{std::move(echo_seed), {}},
-                                  RematPlan{std::move(chen_seed), {}}};
+  ASSIGN_OR_RETURN(RecomputeSet echo_seed, EchoRecompute().Run(problem));
+  ASSIGN_OR_RETURN(RecomputeSet chen_seed, ChenSqrtRecompute().Run(problem));
+  std::vector<RecomputeChoice> seeds = {
+      RecomputeChoice{std::move(echo_seed), {}},
+      RecomputeChoice{std::move(chen_seed), {}}};
   const bool by_stash = options.objective == RecomputeObjective::kStashBytes &&
                         !options.memory_limit_bytes.has_value();
   if (by_stash) {
@@ -96,15 +97,15 @@ absl::StatusOr<Evaluated> RunAuto(const PassInput& input) {
         StashCutsWithinBudget(problem, problem.eligible,
                               FirstBackwardOp(problem.graph), input.cost_budget,
                               options.interrupted));
-    for (RematSet& remat : cuts.plans) {
-      seeds.push_back(RematPlan{std::move(remat), {}});
+    for (RecomputeSet& recompute : cuts.plans) {
+      seeds.push_back(RecomputeChoice{std::move(recompute), {}});
     }
   }
   int32_t depth = options.max_recompute_depth;
   if (depth == 0) {
     depth = kDefaultMaxRecomputeDepth;
-    for (const RematPlan& seed : seeds) {
-      depth = std::max(depth, RematChainDepth(problem, seed));
+    for (const RecomputeChoice& seed : seeds) {
+      depth = std::max(depth, RecomputeChainDepth(problem, seed));
     }
   }
   AutoRecompute::Options auto_options;
@@ -114,16 +115,16 @@ absl::StatusOr<Evaluated> RunAuto(const PassInput& input) {
   auto_options.effort = options.auto_effort;
   auto_options.interrupted = options.interrupted;
   if (by_stash) auto_options.first_backward_op = FirstBackwardOp(problem.graph);
-  for (RematPlan& seed : seeds) {
-    if (RematChainDepth(problem, seed) <= depth) {
+  for (RecomputeChoice& seed : seeds) {
+    if (RecomputeChainDepth(problem, seed) <= depth) {
       auto_options.seeds.push_back(std::move(seed));
     }
   }
   AutoRecompute pass(std::move(auto_options));
-  ASSIGN_OR_RETURN(std::vector<RematPlan> candidates, pass.Run(problem));
-  std::vector<RematPlan> within;
-  for (RematPlan& candidate : candidates) {
-    if (RematChainDepth(problem, candidate) <= depth) {
+  ASSIGN_OR_RETURN(std::vector<RecomputeChoice> candidates, pass.Run(problem));
+  std::vector<RecomputeChoice> within;
+  for (RecomputeChoice& candidate : candidates) {
+    if (RecomputeChainDepth(problem, candidate) <= depth) {
       within.push_back(std::move(candidate));
     }
   }

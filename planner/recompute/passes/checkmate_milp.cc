@@ -102,7 +102,7 @@ struct FreeColumn {
 // R, S and FREE values of a schedule (as a MIP start); false when the
 // schedule uses a variable the model does not have.
 template <typename RFn, typename SFn>
-bool WarmStartValues(const RematProblem& problem, const Schedule& schedule,
+bool WarmStartValues(const RecomputeProblem& problem, const Schedule& schedule,
                      const RFn& R, const SFn& S,
                      const std::vector<FreeColumn>& free_columns,
                      std::vector<double>& values) {
@@ -182,13 +182,13 @@ bool WarmStartValues(const RematProblem& problem, const Schedule& schedule,
 }  // namespace
 
 absl::Status OptimalRecompute::CheckModelSize(
-    const RematProblem& problem) const {
+    const RecomputeProblem& problem) const {
   return CheckRColumns(problem, ComputeHorizons(problem).op,
                        options_.max_nonzeros);
 }
 
 absl::StatusOr<OptimalRecompute::Result> OptimalRecompute::Run(
-    const RematProblem& problem) {
+    const RecomputeProblem& problem) {
   const Graph& graph = problem.graph;
   const int32_t n = graph.num_ops();
   Result result;

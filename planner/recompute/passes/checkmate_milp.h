@@ -17,7 +17,7 @@
 #include "absl/status/statusor.h"
 #include "planner/memory_simulator.h"
 #include "planner/recompute/plan.h"
-#include "planner/recompute/remat_problem.h"
+#include "planner/recompute/recompute_problem.h"
 
 namespace echo::planner {
 
@@ -43,8 +43,8 @@ class OptimalRecompute {
   // FAILED_PRECONDITION when the model would have over max_nonzeros
   // nonzeros, from a count in O(graph) that allocates nothing of the model;
   // Run checks it first.
-  absl::Status CheckModelSize(const RematProblem& problem) const;
-  absl::StatusOr<Result> Run(const RematProblem& problem);
+  absl::Status CheckModelSize(const RecomputeProblem& problem) const;
+  absl::StatusOr<Result> Run(const RecomputeProblem& problem);
 
  private:
   Options options_;

@@ -10,7 +10,8 @@
 
 namespace echo::planner {
 
-absl::StatusOr<RematSet> ChenSqrtRecompute::Run(const RematProblem& problem) {
+absl::StatusOr<RecomputeSet> ChenSqrtRecompute::Run(
+    const RecomputeProblem& problem) {
   const Graph& graph = problem.graph;
   // Position of each forward op among the forward ops.
   std::vector<int32_t> position(graph.num_ops(), -1);
@@ -22,8 +23,8 @@ absl::StatusOr<RematSet> ChenSqrtRecompute::Run(const RematProblem& problem) {
     }
   }
   const int32_t num_forward = static_cast<int32_t>(forward.size());
-  RematSet remat(graph.num_ops(), 0);
-  if (num_forward == 0) return remat;
+  RecomputeSet recompute(graph.num_ops(), 0);
+  if (num_forward == 0) return recompute;
   const int32_t segment =
       options_.segment_ops > 0
           ? options_.segment_ops
@@ -92,19 +93,20 @@ absl::StatusOr<RematSet> ChenSqrtRecompute::Run(const RematProblem& problem) {
       }
     }
   }
-  for (OpIndex o : forward) remat[o] = problem.eligible[o] && !keep[o];
-  return remat;
+  for (OpIndex o : forward) recompute[o] = problem.eligible[o] && !keep[o];
+  return recompute;
 }
 
 namespace {
 
-// CHEN_SQRT: the algorithm's remat set; ignores the budgets.
+// CHEN_SQRT: the algorithm's recompute set; ignores the budgets.
 class ChenSqrtPass final : public RecomputePass {
  public:
   RecomputePolicy policy() const override { return RecomputePolicy::kChenSqrt; }
   absl::StatusOr<PassOutput> Run(const PassInput& input) const override {
-    ASSIGN_OR_RETURN(RematSet remat, ChenSqrtRecompute().Run(input.problem));
-    return OutputFromRematSet(input.problem, remat);
+    ASSIGN_OR_RETURN(RecomputeSet recompute,
+                     ChenSqrtRecompute().Run(input.problem));
+    return OutputFromRecomputeSet(input.problem, recompute);
   }
 };
 

@@ -3,7 +3,7 @@
 // order, keep the output of about every sqrt(n)-th articulation point (an op
 // whose output is the only activation crossing the cut after it) and
 // recompute every other recomputable forward op, one segment at a time in
-// the backward pass (remat_problem.h places a segment's clones together,
+// the backward pass (recompute_problem.h places a segment's clones together,
 // before the first backward op that needs them). Graphs with too few
 // articulation points (long skips, recurrent state) fall back to cuts every
 // sqrt(n) forward ops, keeping every activation that crosses them.
@@ -13,7 +13,7 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
-#include "planner/recompute/remat_problem.h"
+#include "planner/recompute/recompute_problem.h"
 
 namespace echo::planner {
 
@@ -26,7 +26,7 @@ class ChenSqrtRecompute {
 
   ChenSqrtRecompute() = default;
   explicit ChenSqrtRecompute(Options options) : options_(options) {}
-  absl::StatusOr<RematSet> Run(const RematProblem& problem);
+  absl::StatusOr<RecomputeSet> Run(const RecomputeProblem& problem);
 
  private:
   Options options_;

@@ -22,7 +22,7 @@ bool IsConcat(const Op& op) {
 
 }  // namespace
 
-bool EchoRecompute::IsCheap(const RematProblem& problem, OpIndex o) {
+bool EchoRecompute::IsCheap(const RecomputeProblem& problem, OpIndex o) {
   const Op& op = problem.graph.op(o);
   if (!problem.can_clone[o] || op.phase != Phase::kForward) return false;
   auto hint = op.attributes.find(kRecomputeHintAttribute);
@@ -42,10 +42,11 @@ bool EchoRecompute::IsCheap(const RematProblem& problem, OpIndex o) {
   }
 }
 
-absl::StatusOr<RematSet> EchoRecompute::Run(const RematProblem& problem) {
+absl::StatusOr<RecomputeSet> EchoRecompute::Run(
+    const RecomputeProblem& problem) {
   const Graph& graph = problem.graph;
   const int32_t n = graph.num_ops();
-  RematSet cheap(n, 0);
+  RecomputeSet cheap(n, 0);
   for (OpIndex o = 0; o < n; ++o) cheap[o] = IsCheap(problem, o);
   auto is_activation = [&graph](TensorIndex t) {
     const Tensor& tensor = graph.tensor(t);
@@ -73,7 +74,7 @@ absl::StatusOr<RematSet> EchoRecompute::Run(const RematProblem& problem) {
   // when its last recomputed cheap input is stashed) or leave whole (when
   // stashed), so each pass re-evaluates only the groups that gained members.
   // Groups never span regions (shared activations are closed in step 2).
-  RematSet remat = cheap;
+  RecomputeSet recompute = cheap;
   std::vector<int32_t> pending(n, 0);  // recomputed cheap producers of inputs
   for (OpIndex o = 0; o < n; ++o) {
     if (!cheap[o]) continue;
@@ -140,13 +141,13 @@ absl::StatusOr<RematSet> EchoRecompute::Run(const RematProblem& problem) {
       }
       if (released < allocated) continue;
       for (OpIndex o : group) {
-        remat[o] = 0;
+        recompute[o] = 0;
         in_frontier[o] = 0;
       }
       for (OpIndex o : group) {
         for (TensorIndex t : graph.op(o).outputs) {
           for (OpIndex r : graph.tensor(t).readers) {
-            if (cheap[r] && remat[r] && --pending[r] == 0) {
+            if (cheap[r] && recompute[r] && --pending[r] == 0) {
               joining.push_back(r);
             }
           }
@@ -154,18 +155,19 @@ absl::StatusOr<RematSet> EchoRecompute::Run(const RematProblem& problem) {
       }
     }
   }
-  return remat;
+  return recompute;
 }
 
 namespace {
 
-// ECHO: the algorithm's remat set; ignores the budgets.
+// ECHO: the algorithm's recompute set; ignores the budgets.
 class EchoPass final : public RecomputePass {
  public:
   RecomputePolicy policy() const override { return RecomputePolicy::kEcho; }
   absl::StatusOr<PassOutput> Run(const PassInput& input) const override {
-    ASSIGN_OR_RETURN(RematSet remat, EchoRecompute().Run(input.problem));
-    return OutputFromRematSet(input.problem, remat);
+    ASSIGN_OR_RETURN(RecomputeSet recompute,
+                     EchoRecompute().Run(input.problem));
+    return OutputFromRecomputeSet(input.problem, recompute);
   }
 };
 

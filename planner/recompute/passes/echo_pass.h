@@ -14,7 +14,7 @@
 //     allocates (its outputs, plus its inputs still read elsewhere). Stop when
 //     nothing flips.
 //  4. The remaining recomputed ops are cloned right before their first
-//     backward reader (remat_problem.h), so gradient ops read the clones.
+//     backward reader (recompute_problem.h), so gradient ops read the clones.
 // No memory or runtime budget; benefit measured as a sum of stashed bytes.
 #ifndef ECHO_PLANNER_RECOMPUTE_PASSES_ECHO_PASS_H_
 #define ECHO_PLANNER_RECOMPUTE_PASSES_ECHO_PASS_H_
@@ -22,16 +22,16 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
-#include "planner/recompute/remat_problem.h"
+#include "planner/recompute/recompute_problem.h"
 
 namespace echo::planner {
 
 class EchoRecompute {
  public:
-  absl::StatusOr<RematSet> Run(const RematProblem& problem);
+  absl::StatusOr<RecomputeSet> Run(const RecomputeProblem& problem);
 
   // Step 1's rule: may ECHO recompute this op?
-  static bool IsCheap(const RematProblem& problem, OpIndex op);
+  static bool IsCheap(const RecomputeProblem& problem, OpIndex op);
 };
 
 }  // namespace echo::planner

@@ -10,7 +10,7 @@ bool IsSticky(const Tensor& tensor) {
   return IsPersistentRole(tensor.role) || tensor.is_output;
 }
 
-Horizons ComputeHorizons(const RematProblem& problem) {
+Horizons ComputeHorizons(const RecomputeProblem& problem) {
   const Graph& graph = problem.graph;
   Horizons horizons{std::vector<int32_t>(graph.num_tensors(), -1),
                     std::vector<int32_t>(graph.num_ops(), -1)};
@@ -43,7 +43,7 @@ absl::Status MilpTooBigError(int32_t ops, int64_t max_nonzeros) {
                    max_nonzeros, " nonzeros (solver_max_nonzeros); use AUTO"));
 }
 
-absl::Status CheckRColumns(const RematProblem& problem,
+absl::Status CheckRColumns(const RecomputeProblem& problem,
                            const std::vector<int32_t>& op_horizon,
                            int64_t max_nonzeros) {
   int64_t r_columns = 0;

@@ -10,7 +10,7 @@
 
 #include "absl/status/status.h"
 #include "planner/graph.h"
-#include "planner/recompute/remat_problem.h"
+#include "planner/recompute/recompute_problem.h"
 
 namespace echo::planner {
 
@@ -25,7 +25,7 @@ struct Horizons {
   std::vector<int32_t> tensor;
   std::vector<int32_t> op;
 };
-Horizons ComputeHorizons(const RematProblem& problem);
+Horizons ComputeHorizons(const RecomputeProblem& problem);
 
 // A model too big for the method: FAILED_PRECONDITION (docs/design.md section
 // 6), not the overload code.
@@ -33,7 +33,7 @@ absl::Status MilpTooBigError(int32_t ops, int64_t max_nonzeros);
 
 // Every R column is a nonzero of some row: refuses a model that is too big
 // from that count, in O(n), before O(n^2) columns are allocated.
-absl::Status CheckRColumns(const RematProblem& problem,
+absl::Status CheckRColumns(const RecomputeProblem& problem,
                            const std::vector<int32_t>& op_horizon,
                            int64_t max_nonzeros);
 

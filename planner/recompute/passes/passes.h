@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "planner/recompute/recompute_pass.h"
-#include "planner/recompute/remat_problem.h"
+#include "planner/recompute/recompute_problem.h"
 
 namespace echo::planner {
 
@@ -17,10 +17,10 @@ std::unique_ptr<RecomputePass> MakeChenSqrtPass();
 std::unique_ptr<RecomputePass> MakeAutoPass();
 std::unique_ptr<RecomputePass> MakeOptimalPass();
 
-// ECHO and CHEN_SQRT: a published algorithm's remat set, placed by
-// remat_problem.h; both ignore the budgets.
-PassOutput OutputFromRematSet(const RematProblem& problem,
-                              const RematSet& remat);
+// ECHO and CHEN_SQRT: a published algorithm's recompute set, placed by
+// recompute_problem.h; both ignore the budgets.
+PassOutput OutputFromRecomputeSet(const RecomputeProblem& problem,
+                                  const RecomputeSet& recompute);
 
 }  // namespace echo::planner
 

@@ -7,10 +7,10 @@
 
 namespace echo::planner {
 
-PassOutput OutputFromRematSet(const RematProblem& problem,
-                              const RematSet& remat) {
+PassOutput OutputFromRecomputeSet(const RecomputeProblem& problem,
+                                  const RecomputeSet& recompute) {
   PassOutput output;
-  output.schedule = ScheduleFromRematSet(problem, remat);
+  output.schedule = ScheduleFromRecomputeSet(problem, recompute);
   return output;
 }
 

@@ -4,9 +4,9 @@
 #include <limits>
 #include <utility>
 
-#include "planner/recompute/search/remat_repair.h"
-#include "planner/recompute/search/remat_search.h"
-#include "planner/recompute/search/remat_state.h"
+#include "planner/recompute/search/recompute_repair.h"
+#include "planner/recompute/search/recompute_search.h"
+#include "planner/recompute/search/recompute_state.h"
 #include "planner/status_macros.h"
 
 namespace echo::planner {
@@ -18,8 +18,9 @@ constexpr double kTighterTargets[] = {0.97, 0.94};
 // Assigns `plan` without its most expensive ops, so that its cost fits
 // `budget`: keeps the cheapest ops whose clone costs add up to the budget,
 // then drops more one by one if chains made it dearer.
-void AssignWithinBudget(const RematProblem& problem, const RematPlan& plan,
-                        double budget, RematState& state) {
+void AssignWithinBudget(const RecomputeProblem& problem,
+                        const RecomputeChoice& plan, double budget,
+                        RecomputeState& state) {
   state.Assign(plan);
   if (state.cost() <= budget) return;
   std::vector<OpIndex> ops;
@@ -30,13 +31,13 @@ void AssignWithinBudget(const RematProblem& problem, const RematPlan& plan,
     return problem.op_costs[a] * state.clone_points(a).size() <
            problem.op_costs[b] * state.clone_points(b).size();
   });
-  RematPlan kept{RematSet(problem.num_ops(), 0), plan.splits};
+  RecomputeChoice kept{RecomputeSet(problem.num_ops(), 0), plan.splits};
   double cost = 0;
   for (OpIndex op : ops) {
     const double op_cost = problem.op_costs[op] * state.clone_points(op).size();
     if (cost + op_cost > budget) break;
     cost += op_cost;
-    kept.remat[op] = 1;
+    kept.recompute[op] = 1;
   }
   state.Assign(kept);
   for (auto it = ops.rbegin(); it != ops.rend() && state.cost() > budget;
@@ -47,9 +48,9 @@ void AssignWithinBudget(const RematProblem& problem, const RematPlan& plan,
 
 }  // namespace
 
-absl::StatusOr<std::vector<RematPlan>> AutoRecompute::Run(
-    const RematProblem& problem) {
-  RematSearch search(problem, options_.max_depth);
+absl::StatusOr<std::vector<RecomputeChoice>> AutoRecompute::Run(
+    const RecomputeProblem& problem) {
+  RecomputeSearch search(problem, options_.max_depth);
   // Checked once per search step: the first non-OK status stops the search.
   absl::Status interrupt_status;
   if (options_.interrupted) {
@@ -58,14 +59,14 @@ absl::StatusOr<std::vector<RematPlan>> AutoRecompute::Run(
       return !interrupt_status.ok();
     });
   }
-  RematState& state = search.state();
+  RecomputeState& state = search.state();
   if (options_.first_backward_op > 0 && !options_.memory_limit_bytes) {
     state.TrackStash(options_.first_backward_op);
   }
-  std::vector<RematPlan> candidates;
-  std::vector<RematPlan> starts = {
-      RematPlan{RematSet(problem.num_ops(), 0), {}}};
-  for (const RematPlan& seed : options_.seeds) {
+  std::vector<RecomputeChoice> candidates;
+  std::vector<RecomputeChoice> starts = {
+      RecomputeChoice{RecomputeSet(problem.num_ops(), 0), {}}};
+  for (const RecomputeChoice& seed : options_.seeds) {
     candidates.push_back(seed);  // as they are: the caller replays them
     starts.push_back(seed);
   }
@@ -90,7 +91,7 @@ absl::StatusOr<std::vector<RematPlan>> AutoRecompute::Run(
             static_cast<int64_t>(factor * static_cast<double>(limit)));
       }
     }
-    for (const RematPlan& start : starts) {
+    for (const RecomputeChoice& start : starts) {
       for (int64_t target : targets) {
         SearchGoal goal;
         goal.limit = target;
@@ -108,7 +109,7 @@ absl::StatusOr<std::vector<RematPlan>> AutoRecompute::Run(
     goal.limit_mode = false;
     goal.budget = options_.max_overhead_ratio * problem.baseline_cost;
     int64_t plain_peak = 0;
-    for (const RematPlan& start : starts) {
+    for (const RecomputeChoice& start : starts) {
       AssignWithinBudget(problem, start, goal.budget, state);
       if (&start == &starts.front()) plain_peak = state.Peak();  // empty plan
       // Descent: greedy within the budget back to its lowest peak, clean up

@@ -1,9 +1,9 @@
-// AUTO, our recompute policy: a budgeted search over remat plans
-// (remat_problem.h: which ops run again, and where) judged by the simulated
-// peak with liveness (remat_state.h's interval model: sources shared by
+// AUTO, our recompute policy: a budgeted search over recompute choices
+// (recompute_problem.h: which ops run again, and where) judged by the simulated
+// peak with liveness (recompute_state.h's interval model: sources shared by
 // several clones count once), by the op costs, with a bounded chain depth.
 //
-// Moves (remat_search.h), at the current peak slot:
+// Moves (recompute_search.h), at the current peak slot:
 //  - recompute an op whose stashed output is live there, alone or with the
 //    producers its clone would otherwise keep alive (a chain, up to the depth
 //    bound);
@@ -28,7 +28,7 @@
 // budget it left; the AUTO pass adds the minimum cuts within the budget
 // (stash_cut.h) to the seeds, so the greedy also spends what they leave.
 // A start above the plain peak (which the selection rejects; a cut's clones
-// can raise it) is also repaired under it first (remat_repair.h), then the
+// can raise it) is also repaired under it first (recompute_repair.h), then the
 // stash greedy spends the budget the repair freed.
 // Each mode runs from the empty plan and from the seeds (the ECHO and
 // CHEN_SQRT plans, cut to the budget) and returns every candidate: the
@@ -43,7 +43,7 @@
 
 #include "absl/status/statusor.h"
 #include "planner/recompute/plan.h"
-#include "planner/recompute/remat_problem.h"
+#include "planner/recompute/recompute_problem.h"
 
 namespace echo::planner {
 
@@ -63,15 +63,16 @@ class AutoRecompute {
     // the peak; RunAuto's selection ranks by stash.
     OpIndex first_backward_op = kNoOp;
     // Plans to start from as well (e.g. ECHO's and CHEN_SQRT's).
-    std::vector<RematPlan> seeds;
+    std::vector<RecomputeChoice> seeds;
     // The caller gave up: the search stops and Run returns this status.
     Interrupt interrupted;
   };
 
   explicit AutoRecompute(Options options) : options_(std::move(options)) {}
-  // Candidate remat plans, in the order they were found (the seeds first);
-  // the caller replays them all and keeps the best.
-  absl::StatusOr<std::vector<RematPlan>> Run(const RematProblem& problem);
+  // Candidate recompute choices, in the order they were found (the seeds
+  // first); the caller replays them all and keeps the best.
+  absl::StatusOr<std::vector<RecomputeChoice>> Run(
+      const RecomputeProblem& problem);
 
  private:
   Options options_;

@@ -132,7 +132,7 @@ class MaxFlow {
 };
 
 struct Cut {
-  RematSet remat;
+  RecomputeSet recompute;
   double cost = 0;
   int64_t stash_bytes = 0;
   // The minimum cut in bytes: the stash plus the recompute priced at
@@ -145,7 +145,7 @@ struct Cut {
 // ("needed by the backward" on the sink side).
 class StashNetwork {
  public:
-  StashNetwork(const RematProblem& problem,
+  StashNetwork(const RecomputeProblem& problem,
                const std::vector<uint8_t>& may_recompute,
                OpIndex first_backward_op)
       : problem_(problem), graph_(problem.graph) {
@@ -184,22 +184,22 @@ class StashNetwork {
   int64_t plain_stash_bytes() const { return plain_stash_bytes_; }
   double eligible_cost() const { return eligible_cost_; }
 
-  // Per tensor, whether the model stashes it under `remat`.
-  std::vector<uint8_t> Stashed(const RematSet& remat) const {
+  // Per tensor, whether the model stashes it under `recompute`.
+  std::vector<uint8_t> Stashed(const RecomputeSet& recompute) const {
     std::vector<uint8_t> needed = needed_;
     for (OpIndex o = 0; o < graph_.num_ops(); ++o) {
-      if (op_node_[o] < 0 || !remat[o]) continue;
+      if (op_node_[o] < 0 || !recompute[o]) continue;
       for (TensorIndex t : graph_.op(o).inputs) needed[t] = 1;
     }
     std::vector<uint8_t> stashed(graph_.num_tensors(), 0);
     for (TensorIndex t = 0; t < graph_.num_tensors(); ++t) {
-      stashed[t] = tensor_node_[t] >= 0 && needed[t] && !ReMadeBy(remat, t);
+      stashed[t] = tensor_node_[t] >= 0 && needed[t] && !ReMadeBy(recompute, t);
     }
     return stashed;
   }
 
-  int64_t StashBytesOf(const RematSet& remat) const {
-    const std::vector<uint8_t> stashed = Stashed(remat);
+  int64_t StashBytesOf(const RecomputeSet& recompute) const {
+    const std::vector<uint8_t> stashed = Stashed(recompute);
     int64_t bytes = 0;
     for (TensorIndex t = 0; t < graph_.num_tensors(); ++t) {
       if (stashed[t]) bytes += problem_.tensor_bytes[t];
@@ -207,12 +207,12 @@ class StashNetwork {
     return bytes;
   }
 
-  // Whether `remat` re-runs t's producer and that re-makes t in the
+  // Whether `recompute` re-runs t's producer and that re-makes t in the
   // backward.
-  bool ReMadeBy(const RematSet& remat, TensorIndex t) const {
+  bool ReMadeBy(const RecomputeSet& recompute, TensorIndex t) const {
     const OpIndex producer = graph_.tensor(t).producer;
-    return producer != kNoOp && op_node_[producer] >= 0 && remat[producer] &&
-           graph_.RemadeOnRecompute(t);
+    return producer != kNoOp && op_node_[producer] >= 0 &&
+           recompute[producer] && graph_.RemadeOnRecompute(t);
   }
   bool modelled(TensorIndex t) const { return tensor_node_[t] >= 0; }
   bool modelled_op(OpIndex o) const { return op_node_[o] >= 0; }
@@ -243,16 +243,16 @@ class StashNetwork {
     Cut cut;
     cut.value = static_cast<double>(flow.Run(kSource, kSink)) / scale_;
     const std::vector<uint8_t> sink_side = flow.SinkSide(kSink);
-    cut.remat.assign(graph_.num_ops(), 0);
+    cut.recompute.assign(graph_.num_ops(), 0);
     for (OpIndex o = 0; o < graph_.num_ops(); ++o) {
       if (op_node_[o] >= 0 && sink_side[op_node_[o]]) {
-        cut.remat[o] = 1;
+        cut.recompute[o] = 1;
         cut.cost += problem_.op_costs[o];
       }
     }
     // The sink side's tensors are the ones the backward needs under the
     // cut's set (Stashed's `needed`).
-    cut.stash_bytes = StashBytesOf(cut.remat);
+    cut.stash_bytes = StashBytesOf(cut.recompute);
     return cut;
   }
 
@@ -264,7 +264,7 @@ class StashNetwork {
         std::min(std::floor(bytes * scale_), kCapacityLimit));
   }
 
-  const RematProblem& problem_;
+  const RecomputeProblem& problem_;
   const Graph& graph_;
   double scale_ = 1;
   int32_t num_nodes_ = 2;
@@ -281,9 +281,10 @@ class StashNetwork {
 // breakpoint's lambda). A greedy knapsack over the groups spends the budget
 // the breakpoint left, and a prefix or suffix of one more group what is
 // still left; returns `within` plus those.
-RematSet FillTowards(const RematProblem& problem, const StashNetwork& network,
-                     const RematSet& within, const RematSet& over,
-                     double budget) {
+RecomputeSet FillTowards(const RecomputeProblem& problem,
+                         const StashNetwork& network,
+                         const RecomputeSet& within, const RecomputeSet& over,
+                         double budget) {
   const Graph& graph = problem.graph;
   UnionFind groups_of(graph.num_ops());
   auto added = [&](OpIndex o) {
@@ -315,7 +316,7 @@ RematSet FillTowards(const RematProblem& problem, const StashNetwork& network,
     group.cost += problem.op_costs[o];
   }
   const std::vector<uint8_t> stashed = network.Stashed(within);
-  RematSet with_group = within;
+  RecomputeSet with_group = within;
   std::vector<uint8_t> counted(graph.num_tensors(), 0);
   std::vector<Group> ranked;
   for (auto& [root, group] : groups) {
@@ -347,7 +348,7 @@ RematSet FillTowards(const RematProblem& problem, const StashNetwork& network,
     const double rb = static_cast<double>(-b.delta_bytes) * a.cost;
     return ra != rb ? ra > rb : a.cost < b.cost;
   });
-  RematSet filled = within;
+  RecomputeSet filled = within;
   double cost = 0;
   for (OpIndex o = 0; o < graph.num_ops(); ++o) {
     if (within[o] && network.modelled_op(o)) cost += problem.op_costs[o];
@@ -367,11 +368,11 @@ RematSet FillTowards(const RematProblem& problem, const StashNetwork& network,
   // best of those, by the model's stash, for the best few groups.
   constexpr size_t kPartialGroups = 4;
   int64_t best_stash = network.StashBytesOf(filled);
-  RematSet best = filled;
+  RecomputeSet best = filled;
   for (size_t g = 0; g < left_out.size() && g < kPartialGroups; ++g) {
     const std::vector<OpIndex>& ops = left_out[g]->ops;  // ascending
     for (bool from_front : {true, false}) {
-      RematSet trial = filled;
+      RecomputeSet trial = filled;
       double trial_cost = cost;
       for (size_t i = 0; i < ops.size(); ++i) {
         const OpIndex o = from_front ? ops[i] : ops[ops.size() - 1 - i];
@@ -392,7 +393,7 @@ RematSet FillTowards(const RematProblem& problem, const StashNetwork& network,
 }  // namespace
 
 absl::StatusOr<StashCutPlans> StashCutsWithinBudget(
-    const RematProblem& problem, const std::vector<uint8_t>& may_recompute,
+    const RecomputeProblem& problem, const std::vector<uint8_t>& may_recompute,
     OpIndex first_backward_op, double budget, const Interrupt& interrupted) {
   StashCutPlans result;
   if (first_backward_op == kNoOp || first_backward_op <= 0) return result;
@@ -444,18 +445,18 @@ absl::StatusOr<StashCutPlans> StashCutsWithinBudget(
   }
   result.lower_bound_bytes =
       std::min(result.lower_bound_bytes, result.plain_stash_bytes);
-  std::vector<RematSet> plans;
-  if (within.has_value()) plans.push_back(within->remat);
+  std::vector<RecomputeSet> plans;
+  if (within.has_value()) plans.push_back(within->recompute);
   if (within.has_value() && over.has_value()) {
-    plans.push_back(
-        FillTowards(problem, network, within->remat, over->remat, budget));
+    plans.push_back(FillTowards(problem, network, within->recompute,
+                                over->recompute, budget));
   }
-  if (over.has_value()) plans.push_back(over->remat);
-  for (RematSet& remat : plans) {
-    if (std::find(remat.begin(), remat.end(), 1) != remat.end() &&
-        std::find(result.plans.begin(), result.plans.end(), remat) ==
+  if (over.has_value()) plans.push_back(over->recompute);
+  for (RecomputeSet& recompute : plans) {
+    if (std::find(recompute.begin(), recompute.end(), 1) != recompute.end() &&
+        std::find(result.plans.begin(), result.plans.end(), recompute) ==
             result.plans.end()) {
-      result.plans.push_back(std::move(remat));
+      result.plans.push_back(std::move(recompute));
     }
   }
   return result;

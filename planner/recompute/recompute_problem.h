@@ -1,6 +1,6 @@
 // The recompute problem as the heuristic policies (ECHO, CHEN_SQRT, AUTO) see
-// it, and the plans they produce: a *remat plan*, the ops whose outputs are
-// not stashed but recomputed, and where they run again.
+// it, and the plans they produce: a *recompute choice*, the ops whose outputs
+// are not stashed but recomputed, and where they run again.
 //
 // Placement rule: a recomputed op runs once more, right before the first op
 // that needs its outputs again in the backward pass: the first non-forward
@@ -8,10 +8,10 @@
 // of recomputed ops runs together, in graph order, before the first backward
 // op that needs its end). Readers before the clone use the original
 // instance, which then dies after its last forward reader; readers from the
-// clone on use the clone. Splits (see RematPlan) add later clones, each
+// clone on use the clone. Splits (see RecomputeChoice) add later clones, each
 // serving the uses up to the next one.
-#ifndef ECHO_PLANNER_RECOMPUTE_REMAT_PROBLEM_H_
-#define ECHO_PLANNER_RECOMPUTE_REMAT_PROBLEM_H_
+#ifndef ECHO_PLANNER_RECOMPUTE_RECOMPUTE_PROBLEM_H_
+#define ECHO_PLANNER_RECOMPUTE_RECOMPUTE_PROBLEM_H_
 
 #include <cstdint>
 #include <vector>
@@ -22,11 +22,11 @@
 namespace echo::planner {
 
 // One flag per op.
-using RematSet = std::vector<uint8_t>;
+using RecomputeSet = std::vector<uint8_t>;
 
-struct RematProblem {
-  RematProblem(const Graph& graph, const std::vector<double>& op_costs,
-               const MemoryModelOptions& memory);
+struct RecomputeProblem {
+  RecomputeProblem(const Graph& graph, const std::vector<double>& op_costs,
+                   const MemoryModelOptions& memory);
 
   const Graph& graph;
   const std::vector<double>& op_costs;
@@ -36,8 +36,8 @@ struct RematProblem {
   // Per op: may be cloned at all (recomputable, has outputs, none of them
   // persistent or a graph output: a clone of those would never be freed).
   std::vector<uint8_t> can_clone;
-  // Per op: may be in a heuristic remat set: can_clone, forward phase and not
-  // hinted "stash".
+  // Per op: may be in a heuristic recompute set: can_clone, forward phase and
+  // not hinted "stash".
   std::vector<uint8_t> eligible;
   // Per tensor: index into readers of the first non-forward reader (the first
   // reader served by a clone); readers.size() when there is none.
@@ -51,13 +51,13 @@ struct RematProblem {
 // backward, and the stash, begin.
 OpIndex FirstBackwardOp(const Graph& graph);
 
-// A remat set plus, per op, extra clone points ("splits"): op indices where
+// A recompute set plus, per op, extra clone points ("splits"): op indices where
 // the op runs again instead of keeping its previous instance alive. A split
 // only counts where the op's outputs are needed (see ClonePoints); on an op
 // outside the set, the original instance serves every use before the first
 // split (it stays stashed that long) and clones serve the rest.
-struct RematPlan {
-  RematSet remat;
+struct RecomputeChoice {
+  RecomputeSet recompute;
   // Empty, or one sorted list per op.
   std::vector<std::vector<OpIndex>> splits;
 };
@@ -65,7 +65,7 @@ struct RematPlan {
 // Per op: the points (op indices) that may need its outputs from a clone:
 // its outputs' non-forward readers and every clone point of the ops that
 // read them. Sorted, distinct.
-std::vector<OpIndex> NeedPoints(const RematProblem& problem,
+std::vector<OpIndex> NeedPoints(const RecomputeProblem& problem,
                                 const std::vector<std::vector<OpIndex>>& points,
                                 OpIndex op);
 
@@ -77,24 +77,26 @@ std::vector<OpIndex> ClonePointsFromNeeds(const std::vector<OpIndex>& needs,
 
 // Per op: the sorted original ops before which a clone of it runs
 // (ClonePointsFromNeeds). Empty when nothing needs it again.
-std::vector<std::vector<OpIndex>> ClonePoints(const RematProblem& problem,
-                                              const RematPlan& plan);
+std::vector<std::vector<OpIndex>> ClonePoints(const RecomputeProblem& problem,
+                                              const RecomputeChoice& plan);
 
 // The schedule of a plan: before each original op, the clones placed there in
 // graph order.
-Schedule ScheduleFromRematPlan(const RematProblem& problem,
-                               const RematPlan& plan);
-inline Schedule ScheduleFromRematSet(const RematProblem& problem,
-                                     const RematSet& remat) {
-  return ScheduleFromRematPlan(problem, RematPlan{remat, {}});
+Schedule ScheduleFromRecomputeChoice(const RecomputeProblem& problem,
+                                     const RecomputeChoice& plan);
+inline Schedule ScheduleFromRecomputeSet(const RecomputeProblem& problem,
+                                         const RecomputeSet& recompute) {
+  return ScheduleFromRecomputeChoice(problem, RecomputeChoice{recompute, {}});
 }
 
 // Longest chain of recomputed ops (an op reading a recomputed op's output).
-int32_t RematChainDepth(const RematProblem& problem, const RematPlan& plan);
+int32_t RecomputeChainDepth(const RecomputeProblem& problem,
+                            const RecomputeChoice& plan);
 
 // Sum of op costs over the clones of the plan.
-double RematCost(const RematProblem& problem, const RematPlan& plan);
+double RecomputeCost(const RecomputeProblem& problem,
+                     const RecomputeChoice& plan);
 
 }  // namespace echo::planner
 
-#endif  // ECHO_PLANNER_RECOMPUTE_REMAT_PROBLEM_H_
+#endif  // ECHO_PLANNER_RECOMPUTE_RECOMPUTE_PROBLEM_H_

@@ -1,11 +1,11 @@
-#include "planner/recompute/search/remat_state.h"
+#include "planner/recompute/search/recompute_state.h"
 
 #include <algorithm>
 #include <queue>
 
 namespace echo::planner {
 
-RematState::RematState(const RematProblem& problem)
+RecomputeState::RecomputeState(const RecomputeProblem& problem)
     : problem_(problem),
       graph_(problem.graph),
       end_slot_(2 * problem.graph.num_ops() - 1) {
@@ -17,18 +17,18 @@ RematState::RematState(const RematProblem& problem)
   mark_.assign(std::max(graph_.num_ops(), graph_.num_tensors()), 0);
   memo_.assign(graph_.num_ops(), 0);
   memo_stamp_.assign(graph_.num_ops(), 0);
-  Assign(RematPlan{RematSet(graph_.num_ops(), 0), {}});
+  Assign(RecomputeChoice{RecomputeSet(graph_.num_ops(), 0), {}});
 }
 
-void RematState::Assign(const RematPlan& plan) {
+void RecomputeState::Assign(const RecomputeChoice& plan) {
   const int32_t n = graph_.num_ops();
-  remat_.assign(n, 0);
+  recompute_.assign(n, 0);
   for (OpIndex o = 0; o < n; ++o) {
-    remat_[o] = plan.remat[o] && problem_.can_clone[o];
+    recompute_[o] = plan.recompute[o] && problem_.can_clone[o];
   }
   splits_ = plan.splits;
   splits_.resize(n);
-  clone_points_ = ClonePoints(problem_, RematPlan{remat_, splits_});
+  clone_points_ = ClonePoints(problem_, RecomputeChoice{recompute_, splits_});
   cost_ = 0;
   clone_workspace_.clear();
   std::vector<int64_t> delta(end_slot_ + 2, 0);
@@ -68,8 +68,8 @@ void RematState::Assign(const RematPlan& plan) {
   if (tracks_stash()) TrackStash(OpOfSlot(stash_from_slot_));
 }
 
-void RematState::ComputeIntervals(TensorIndex t, Interval& original,
-                                  std::vector<Interval>& clones) const {
+void RecomputeState::ComputeIntervals(TensorIndex t, Interval& original,
+                                      std::vector<Interval>& clones) const {
   const Tensor& tensor = graph_.tensor(t);
   const OpIndex p = tensor.producer;
   const int32_t created = p == kNoOp ? 0 : MainSlot(p);
@@ -141,12 +141,12 @@ void RematState::ComputeIntervals(TensorIndex t, Interval& original,
   }
 }
 
-void RematState::AddInterval(const Interval& interval, int64_t bytes) {
+void RecomputeState::AddInterval(const Interval& interval, int64_t bytes) {
   if (!interval.empty()) tree_.Add(interval.lo, interval.hi, bytes);
 }
 
-void RematState::MoveInterval(const Interval& from, const Interval& to,
-                              int64_t bytes) {
+void RecomputeState::MoveInterval(const Interval& from, const Interval& to,
+                                  int64_t bytes) {
   if (from == to) return;
   if (!from.empty() && !to.empty() && from.lo == to.lo) {
     // Only the end moves: update the difference.
@@ -161,7 +161,7 @@ void RematState::MoveInterval(const Interval& from, const Interval& to,
   AddInterval(to, bytes);
 }
 
-void RematState::Refresh(TensorIndex t) {
+void RecomputeState::Refresh(TensorIndex t) {
   if (fixed_[t]) return;
   Interval original;
   std::vector<Interval>& clones = clones_scratch_;
@@ -185,8 +185,8 @@ void RematState::Refresh(TensorIndex t) {
   clones_[t].assign(clones.begin(), clones.end());
 }
 
-int64_t RematState::StashContribution(TensorIndex t,
-                                      const Interval& original) const {
+int64_t RecomputeState::StashContribution(TensorIndex t,
+                                          const Interval& original) const {
   const Tensor& tensor = graph_.tensor(t);
   if (tensor.producer == kNoOp || IsPersistentRole(tensor.role) ||
       graph_.op(tensor.producer).phase != Phase::kForward || original.empty() ||
@@ -196,7 +196,7 @@ int64_t RematState::StashContribution(TensorIndex t,
   return problem_.tensor_bytes[t];
 }
 
-void RematState::TrackStash(OpIndex first_backward_op) {
+void RecomputeState::TrackStash(OpIndex first_backward_op) {
   stash_from_slot_ = PreSlot(first_backward_op);
   stash_bytes_ = 0;
   for (TensorIndex t = 0; t < graph_.num_tensors(); ++t) {
@@ -204,7 +204,8 @@ void RematState::TrackStash(OpIndex first_backward_op) {
   }
 }
 
-void RematState::UpdateWorkspace(OpIndex at, int64_t workspace, bool insert) {
+void RecomputeState::UpdateWorkspace(OpIndex at, int64_t workspace,
+                                     bool insert) {
   std::multiset<int64_t>& workspaces = clone_workspace_[at];
   const int64_t old_max = workspaces.empty() ? 0 : *workspaces.rbegin();
   if (insert) {
@@ -217,7 +218,8 @@ void RematState::UpdateWorkspace(OpIndex at, int64_t workspace, bool insert) {
   if (workspaces.empty()) clone_workspace_.erase(at);
 }
 
-void RematState::SetClonePoints(OpIndex q, const std::vector<OpIndex>& points) {
+void RecomputeState::SetClonePoints(OpIndex q,
+                                    const std::vector<OpIndex>& points) {
   const int64_t workspace = graph_.op(q).workspace_bytes;
   for (OpIndex at : clone_points_[q]) {
     cost_ -= problem_.op_costs[q];
@@ -230,14 +232,14 @@ void RematState::SetClonePoints(OpIndex q, const std::vector<OpIndex>& points) {
   clone_points_[q].assign(points.begin(), points.end());
 }
 
-void RematState::Set(OpIndex op, bool in_set) {
-  if ((remat_[op] != 0) == in_set) return;
+void RecomputeState::Set(OpIndex op, bool in_set) {
+  if ((recompute_[op] != 0) == in_set) return;
   if (in_set && !problem_.can_clone[op]) return;
-  remat_[op] = in_set;
+  recompute_[op] = in_set;
   Update(op);
 }
 
-void RematState::AddSplit(OpIndex op, OpIndex point) {
+void RecomputeState::AddSplit(OpIndex op, OpIndex point) {
   if (!problem_.can_clone[op]) return;
   std::vector<OpIndex>& splits = splits_[op];
   auto it = std::lower_bound(splits.begin(), splits.end(), point);
@@ -246,7 +248,7 @@ void RematState::AddSplit(OpIndex op, OpIndex point) {
   Update(op);
 }
 
-void RematState::RemoveSplit(OpIndex op, OpIndex point) {
+void RecomputeState::RemoveSplit(OpIndex op, OpIndex point) {
   std::vector<OpIndex>& splits = splits_[op];
   auto it = std::lower_bound(splits.begin(), splits.end(), point);
   if (it == splits.end() || *it != point) return;
@@ -254,14 +256,15 @@ void RematState::RemoveSplit(OpIndex op, OpIndex point) {
   Update(op);
 }
 
-void RematState::ComputeClonePoints(OpIndex x,
-                                    std::vector<OpIndex>& points) const {
+void RecomputeState::ComputeClonePoints(OpIndex x,
+                                        std::vector<OpIndex>& points) const {
   points.clear();
   if (!splits_[x].empty()) {
-    points = ClonePointsFromNeeds(NeedPoints(x), &splits_[x], remat_[x] != 0);
+    points =
+        ClonePointsFromNeeds(NeedPoints(x), &splits_[x], recompute_[x] != 0);
     return;
   }
-  if (!remat_[x]) return;
+  if (!recompute_[x]) return;
   // One clone, at the first need point.
   OpIndex first = kNoOp;
   auto consider = [&first](OpIndex o) {
@@ -282,7 +285,7 @@ void RematState::ComputeClonePoints(OpIndex x,
   if (first != kNoOp) points.push_back(first);
 }
 
-void RematState::Update(OpIndex op) {
+void RecomputeState::Update(OpIndex op) {
   // Clone points change upward only: from an op to the producers of its
   // inputs. Decide readers (higher indices) first: a max-heap of ops.
   ++stamp_;
@@ -323,8 +326,8 @@ void RematState::Update(OpIndex op) {
   }
 }
 
-int32_t RematState::LongestChain(OpIndex q, int32_t cap,
-                                 bool toward_producers) const {
+int32_t RecomputeState::LongestChain(OpIndex q, int32_t cap,
+                                     bool toward_producers) const {
   // Longest chain of set ops through q in one direction, counting q, capped
   // at cap + 1: explore at most `cap` levels, then a DP over the reached ops
   // from the far end. Neighbours: the producers of x's inputs (upward) or
@@ -379,7 +382,7 @@ int32_t RematState::LongestChain(OpIndex q, int32_t cap,
   return memo_[q];
 }
 
-int32_t RematState::ChainDepthIfAdded(OpIndex op, int32_t cap) const {
+int32_t RecomputeState::ChainDepthIfAdded(OpIndex op, int32_t cap) const {
   // Both walks count `op` itself, whether or not it is in the set.
   return std::min(cap + 1, LongestChain(op, cap, /*toward_producers=*/true) +
                                LongestChain(op, cap, false) - 1);

@@ -1,16 +1,16 @@
-// The moves of AUTO's search over remat plans, on the interval model of
-// remat_state.h: the peak-driven greedy, the cleanup and the re-insertion
+// The moves of AUTO's search over recompute choices, on the interval model of
+// recompute_state.h: the peak-driven greedy, the cleanup and the re-insertion
 // local search (auto_recompute.h describes the strategy).
-#ifndef ECHO_PLANNER_RECOMPUTE_SEARCH_REMAT_SEARCH_H_
-#define ECHO_PLANNER_RECOMPUTE_SEARCH_REMAT_SEARCH_H_
+#ifndef ECHO_PLANNER_RECOMPUTE_SEARCH_RECOMPUTE_SEARCH_H_
+#define ECHO_PLANNER_RECOMPUTE_SEARCH_RECOMPUTE_SEARCH_H_
 
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <vector>
 
-#include "planner/recompute/remat_problem.h"
-#include "planner/recompute/search/remat_state.h"
+#include "planner/recompute/recompute_problem.h"
+#include "planner/recompute/search/recompute_state.h"
 
 namespace echo::planner {
 
@@ -34,8 +34,8 @@ struct SearchStep {
 
 // Takes a plan item out of `state` (false when it is not in); RestoreStep
 // puts it back.
-bool RemoveStep(const SearchStep& step, RematState& state);
-void RestoreStep(const SearchStep& step, RematState& state);
+bool RemoveStep(const SearchStep& step, RecomputeState& state);
+void RestoreStep(const SearchStep& step, RecomputeState& state);
 
 struct SearchMove {
   std::vector<SearchStep> steps;
@@ -43,13 +43,13 @@ struct SearchMove {
   double score = -1;
 };
 
-class RematSearch {
+class RecomputeSearch {
  public:
   // Chains of recomputed ops stay within `max_depth`.
-  RematSearch(const RematProblem& problem, int32_t max_depth);
-  ~RematSearch();
+  RecomputeSearch(const RecomputeProblem& problem, int32_t max_depth);
+  ~RecomputeSearch();
 
-  RematState& state();
+  RecomputeState& state();
   // Greedy, Cleanup and LocalSearch stop early once `stop` returns true.
   void SetStop(std::function<bool()> stop);
   // Large graphs: several ranked moves per scan, bounded cleanups.
@@ -78,4 +78,4 @@ class RematSearch {
 
 }  // namespace echo::planner
 
-#endif  // ECHO_PLANNER_RECOMPUTE_SEARCH_REMAT_SEARCH_H_
+#endif  // ECHO_PLANNER_RECOMPUTE_SEARCH_RECOMPUTE_SEARCH_H_

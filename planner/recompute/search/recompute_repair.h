@@ -1,12 +1,12 @@
 // The stash objective's repair: a plan whose peak is above the plain peak
 // (the selection never lets a stash plan exceed it; a minimum cut's clones,
 // placed without regard to peaks, can raise it) is brought back under it.
-#ifndef ECHO_PLANNER_RECOMPUTE_SEARCH_REMAT_REPAIR_H_
-#define ECHO_PLANNER_RECOMPUTE_SEARCH_REMAT_REPAIR_H_
+#ifndef ECHO_PLANNER_RECOMPUTE_SEARCH_RECOMPUTE_REPAIR_H_
+#define ECHO_PLANNER_RECOMPUTE_SEARCH_RECOMPUTE_REPAIR_H_
 
 #include <cstdint>
 
-#include "planner/recompute/search/remat_state.h"
+#include "planner/recompute/search/recompute_state.h"
 
 namespace echo::planner {
 
@@ -16,8 +16,8 @@ namespace echo::planner {
 // the fewest stashed bytes per byte of excess it removes. Removals only
 // lower the cost, so the budget they free is left for the stash greedy.
 // Returns whether the peak got to the limit; the removals stay either way.
-bool RepairPeak(int64_t limit, RematState& state);
+bool RepairPeak(int64_t limit, RecomputeState& state);
 
 }  // namespace echo::planner
 
-#endif  // ECHO_PLANNER_RECOMPUTE_SEARCH_REMAT_REPAIR_H_
+#endif  // ECHO_PLANNER_RECOMPUTE_SEARCH_RECOMPUTE_REPAIR_H_

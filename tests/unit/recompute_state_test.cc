@@ -1,11 +1,13 @@
-// The incremental interval model (remat_state.h) against the replay checker:
-// main slots equal the replay's step bytes, pre slots bound the clones' steps
-// from above, and incremental updates equal a rebuild from scratch.
+// The incremental interval model (recompute_state.h) against the replay
+// checker: main slots equal the replay's step bytes, pre slots bound the
+// clones' steps from above, and incremental updates equal a rebuild from
+// scratch.
+#include "planner/recompute/search/recompute_state.h"
+
 #include <random>
 
 #include "gtest/gtest.h"
-#include "planner/recompute/remat_problem.h"
-#include "planner/recompute/search/remat_state.h"
+#include "planner/recompute/recompute_problem.h"
 #include "planner/recompute/search/segment_tree.h"
 #include "random_graphs.h"
 #include "test_util.h"
@@ -29,8 +31,9 @@ TEST(MaxSegmentTreeTest, RangeAddAndMax) {
 }
 
 // Checks the model of `state` against a replay of its schedule.
-void ExpectMatchesReplay(const RematProblem& problem, const RematState& state) {
-  const Schedule schedule = ScheduleFromRematPlan(problem, state.plan());
+void ExpectMatchesReplay(const RecomputeProblem& problem,
+                         const RecomputeState& state) {
+  const Schedule schedule = ScheduleFromRecomputeChoice(problem, state.plan());
   absl::StatusOr<SimulationResult> replay =
       ReplaySchedule(problem.graph, schedule, problem.memory);
   ASSERT_TRUE(replay.ok()) << replay.status();
@@ -44,26 +47,27 @@ void ExpectMatchesReplay(const RematProblem& problem, const RematState& state) {
       cost += problem.op_costs[schedule[step].op];
       ++step;
     }
-    EXPECT_GE(state.SlotValue(RematState::PreSlot(o)), clone_max) << "op " << o;
-    EXPECT_EQ(state.SlotValue(RematState::MainSlot(o)),
+    EXPECT_GE(state.SlotValue(RecomputeState::PreSlot(o)), clone_max)
+        << "op " << o;
+    EXPECT_EQ(state.SlotValue(RecomputeState::MainSlot(o)),
               replay->step_bytes[step])
         << "op " << o;
-    peak = std::max({peak, state.SlotValue(RematState::PreSlot(o)),
-                     state.SlotValue(RematState::MainSlot(o))});
+    peak = std::max({peak, state.SlotValue(RecomputeState::PreSlot(o)),
+                     state.SlotValue(RecomputeState::MainSlot(o))});
     ++step;
   }
   EXPECT_EQ(state.Peak(), peak);
   EXPECT_GE(state.Peak(), replay->peak_bytes);
   EXPECT_NEAR(state.cost(), cost, 1e-6);
   // A rebuild from scratch gives the same profile.
-  RematState rebuilt(problem);
+  RecomputeState rebuilt(problem);
   rebuilt.Assign(state.plan());
   for (int32_t slot = 0; slot < state.num_slots(); ++slot) {
     ASSERT_EQ(rebuilt.SlotValue(slot), state.SlotValue(slot)) << slot;
   }
 }
 
-TEST(RematStateTest, IncrementalModelMatchesReplayOnRandomGraphs) {
+TEST(RecomputeStateTest, IncrementalModelMatchesReplayOnRandomGraphs) {
   int32_t states_with_split_clones = 0;
   int32_t states_with_late_clones = 0;
   for (uint64_t seed = 1; seed <= 40; ++seed) {
@@ -74,8 +78,8 @@ TEST(RematStateTest, IncrementalModelMatchesReplayOnRandomGraphs) {
         testing::MakeRandomTrainingGraph(seed, options);
     MemoryModelOptions memory;
     if (seed % 3 == 0) memory.rounding_bytes = 64;
-    RematProblem problem(random.graph, random.op_costs, memory);
-    RematState state(problem);
+    RecomputeProblem problem(random.graph, random.op_costs, memory);
+    RecomputeState state(problem);
     EXPECT_EQ(state.Peak(), SimulatePlain(random.graph, memory).peak_bytes);
     std::mt19937 rng(seed);
     std::vector<OpIndex> eligible;

@@ -1,4 +1,4 @@
-#include "planner/recompute/remat_problem.h"
+#include "planner/recompute/recompute_problem.h"
 
 #include <algorithm>
 
@@ -7,9 +7,9 @@
 
 namespace echo::planner {
 
-RematProblem::RematProblem(const Graph& graph,
-                           const std::vector<double>& op_costs,
-                           const MemoryModelOptions& memory)
+RecomputeProblem::RecomputeProblem(const Graph& graph,
+                                   const std::vector<double>& op_costs,
+                                   const MemoryModelOptions& memory)
     : graph(graph), op_costs(op_costs), memory(memory) {
   tensor_bytes.resize(graph.num_tensors());
   split_reader.resize(graph.num_tensors());
@@ -52,7 +52,7 @@ OpIndex FirstBackwardOp(const Graph& graph) {
   return kNoOp;
 }
 
-std::vector<OpIndex> NeedPoints(const RematProblem& problem,
+std::vector<OpIndex> NeedPoints(const RecomputeProblem& problem,
                                 const std::vector<std::vector<OpIndex>>& points,
                                 OpIndex op) {
   const Graph& graph = problem.graph;
@@ -87,8 +87,8 @@ std::vector<OpIndex> ClonePointsFromNeeds(const std::vector<OpIndex>& needs,
   return points;
 }
 
-std::vector<std::vector<OpIndex>> ClonePoints(const RematProblem& problem,
-                                              const RematPlan& plan) {
+std::vector<std::vector<OpIndex>> ClonePoints(const RecomputeProblem& problem,
+                                              const RecomputeChoice& plan) {
   const Graph& graph = problem.graph;
   std::vector<std::vector<OpIndex>> points(graph.num_ops());
   // Readers come after producers: decide readers first.
@@ -96,17 +96,17 @@ std::vector<std::vector<OpIndex>> ClonePoints(const RematProblem& problem,
     const std::vector<OpIndex>* splits =
         plan.splits.empty() || plan.splits[q].empty() ? nullptr
                                                       : &plan.splits[q];
-    if (!problem.can_clone[q] || (!plan.remat[q] && splits == nullptr)) {
+    if (!problem.can_clone[q] || (!plan.recompute[q] && splits == nullptr)) {
       continue;
     }
     points[q] = ClonePointsFromNeeds(NeedPoints(problem, points, q), splits,
-                                     plan.remat[q] != 0);
+                                     plan.recompute[q] != 0);
   }
   return points;
 }
 
-Schedule ScheduleFromRematPlan(const RematProblem& problem,
-                               const RematPlan& plan) {
+Schedule ScheduleFromRecomputeChoice(const RecomputeProblem& problem,
+                                     const RecomputeChoice& plan) {
   const Graph& graph = problem.graph;
   const std::vector<std::vector<OpIndex>> points = ClonePoints(problem, plan);
   // Clones grouped by the op they precede; q ascending keeps graph order.
@@ -131,7 +131,8 @@ Schedule ScheduleFromRematPlan(const RematProblem& problem,
   return schedule;
 }
 
-int32_t RematChainDepth(const RematProblem& problem, const RematPlan& plan) {
+int32_t RecomputeChainDepth(const RecomputeProblem& problem,
+                            const RecomputeChoice& plan) {
   const Graph& graph = problem.graph;
   const std::vector<std::vector<OpIndex>> points = ClonePoints(problem, plan);
   std::vector<int32_t> depth(graph.num_ops(), 0);
@@ -150,7 +151,8 @@ int32_t RematChainDepth(const RematProblem& problem, const RematPlan& plan) {
   return deepest;
 }
 
-double RematCost(const RematProblem& problem, const RematPlan& plan) {
+double RecomputeCost(const RecomputeProblem& problem,
+                     const RecomputeChoice& plan) {
   const std::vector<std::vector<OpIndex>> points = ClonePoints(problem, plan);
   double cost = 0;
   for (OpIndex q = 0; q < problem.num_ops(); ++q) {
@@ -159,12 +161,13 @@ double RematCost(const RematProblem& problem, const RematPlan& plan) {
   return cost;
 }
 
-RematSet RematSetOfSchedule(const Graph& graph, const Schedule& schedule) {
-  RematSet remat(graph.num_ops(), 0);
+RecomputeSet RecomputeSetOfSchedule(const Graph& graph,
+                                    const Schedule& schedule) {
+  RecomputeSet recompute(graph.num_ops(), 0);
   for (const Execution& e : schedule) {
-    if (e.recompute) remat[e.op] = 1;
+    if (e.recompute) recompute[e.op] = 1;
   }
-  return remat;
+  return recompute;
 }
 
 }  // namespace echo::planner

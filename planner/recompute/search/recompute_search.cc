@@ -1,4 +1,4 @@
-#include "planner/recompute/search/remat_search.h"
+#include "planner/recompute/search/recompute_search.h"
 
 #include <algorithm>
 #include <tuple>
@@ -6,7 +6,7 @@
 
 namespace echo::planner {
 
-bool RemoveStep(const SearchStep& step, RematState& state) {
+bool RemoveStep(const SearchStep& step, RecomputeState& state) {
   if (step.point == kNoOp) {
     if (!state.Contains(step.op)) return false;
     state.Set(step.op, false);
@@ -20,7 +20,7 @@ bool RemoveStep(const SearchStep& step, RematState& state) {
   return true;
 }
 
-void RestoreStep(const SearchStep& step, RematState& state) {
+void RestoreStep(const SearchStep& step, RecomputeState& state) {
   if (step.point == kNoOp) {
     state.Set(step.op, true);
   } else {
@@ -28,9 +28,9 @@ void RestoreStep(const SearchStep& step, RematState& state) {
   }
 }
 
-class RematSearch::Impl {
+class RecomputeSearch::Impl {
  public:
-  Impl(const RematProblem& problem, int32_t max_depth)
+  Impl(const RecomputeProblem& problem, int32_t max_depth)
       : problem_(problem),
         max_depth_(max_depth),
         state_(problem),
@@ -52,7 +52,7 @@ class RematSearch::Impl {
   // Graphs up to this many ops get one move per scan.
   static constexpr int32_t kExactGraphOps = 600;
 
-  RematState& state() { return state_; }
+  RecomputeState& state() { return state_; }
   bool batch() const { return batch_; }
   void SetStop(std::function<bool()> stop) { stop_ = std::move(stop); }
   bool Stopped() const { return stop_ && stop_(); }
@@ -207,7 +207,7 @@ class RematSearch::Impl {
     for (OpIndex op : ops) {
       if (trials++ >= max_trials || Stopped()) break;
       if (!state_.Contains(op)) continue;
-      const RematPlan saved = state_.plan();
+      const RecomputeChoice saved = state_.plan();
       const double saved_cost = state_.cost();
       state_.Set(op, false);
       banned_[op] = 1;
@@ -254,7 +254,7 @@ class RematSearch::Impl {
     const std::vector<OpIndex> needs = state_.NeedPoints(op);
     auto it = std::upper_bound(
         needs.begin(), needs.end(), slot,
-        [](int32_t s, OpIndex b) { return s < RematState::PreSlot(b); });
+        [](int32_t s, OpIndex b) { return s < RecomputeState::PreSlot(b); });
     if (it == needs.end()) return kNoOp;
     const std::vector<OpIndex>& points = state_.clone_points(op);
     if (std::binary_search(points.begin(), points.end(), *it)) return kNoOp;
@@ -297,7 +297,7 @@ class RematSearch::Impl {
     const int32_t max_levels = std::min(max_depth_, 8);
     auto covers = [&](TensorIndex t) {
       if (state_.original(t).Covers(slot)) return true;
-      for (const RematState::Interval& clone : state_.clones(t)) {
+      for (const RecomputeState::Interval& clone : state_.clones(t)) {
         if (clone.Covers(slot)) return true;
       }
       return false;
@@ -375,7 +375,7 @@ class RematSearch::Impl {
       if (p == kNoOp || bytes == 0 || seen_[p] == stamp_) continue;
       bool covers = state_.original(t).Covers(slot);
       const bool addable = covers && Addable(p);
-      for (const RematState::Interval& clone : state_.clones(t)) {
+      for (const RecomputeState::Interval& clone : state_.clones(t)) {
         covers = covers || clone.Covers(slot);
       }
       if (!covers) continue;
@@ -416,9 +416,9 @@ class RematSearch::Impl {
     return moves;
   }
 
-  const RematProblem& problem_;
+  const RecomputeProblem& problem_;
   const int32_t max_depth_;
-  RematState state_;
+  RecomputeState state_;
   std::vector<uint8_t> banned_;
   std::vector<uint32_t> seen_;
   uint32_t stamp_ = 0;
@@ -432,19 +432,22 @@ class RematSearch::Impl {
   std::function<bool()> stop_;
 };
 
-RematSearch::RematSearch(const RematProblem& problem, int32_t max_depth)
+RecomputeSearch::RecomputeSearch(const RecomputeProblem& problem,
+                                 int32_t max_depth)
     : impl_(std::make_unique<Impl>(problem, max_depth)) {}
-RematSearch::~RematSearch() = default;
-RematState& RematSearch::state() { return impl_->state(); }
-bool RematSearch::batch() const { return impl_->batch(); }
-void RematSearch::SetStop(std::function<bool()> stop) {
+RecomputeSearch::~RecomputeSearch() = default;
+RecomputeState& RecomputeSearch::state() { return impl_->state(); }
+bool RecomputeSearch::batch() const { return impl_->batch(); }
+void RecomputeSearch::SetStop(std::function<bool()> stop) {
   impl_->SetStop(std::move(stop));
 }
-bool RematSearch::Greedy(const SearchGoal& goal) { return impl_->Greedy(goal); }
-void RematSearch::RewindToBest() { impl_->RewindToBest(); }
-int64_t RematSearch::best_peak() const { return impl_->best_peak(); }
-void RematSearch::Cleanup(int64_t limit) { impl_->Cleanup(limit); }
-void RematSearch::LocalSearch(int64_t limit, int32_t max_trials) {
+bool RecomputeSearch::Greedy(const SearchGoal& goal) {
+  return impl_->Greedy(goal);
+}
+void RecomputeSearch::RewindToBest() { impl_->RewindToBest(); }
+int64_t RecomputeSearch::best_peak() const { return impl_->best_peak(); }
+void RecomputeSearch::Cleanup(int64_t limit) { impl_->Cleanup(limit); }
+void RecomputeSearch::LocalSearch(int64_t limit, int32_t max_trials) {
   impl_->LocalSearch(limit, max_trials);
 }
 

@@ -1,4 +1,5 @@
-// Incremental memory model of a remat plan (remat_problem.h), for search.
+// Incremental memory model of a recompute choice (recompute_problem.h), for
+// search.
 //
 // Each op j has two slots: pre(j) = 2j, where the clones placed before j run,
 // and main(j) = 2j + 1, where j itself runs. Each tensor instance is an
@@ -8,20 +9,20 @@
 // read in O(1). Main slots equal ReplaySchedule's step bytes exactly; a pre
 // slot holds every clone placed there at once (plus the largest clone
 // workspace), an upper bound of the replay's steps for those clones.
-#ifndef ECHO_PLANNER_RECOMPUTE_SEARCH_REMAT_STATE_H_
-#define ECHO_PLANNER_RECOMPUTE_SEARCH_REMAT_STATE_H_
+#ifndef ECHO_PLANNER_RECOMPUTE_SEARCH_RECOMPUTE_STATE_H_
+#define ECHO_PLANNER_RECOMPUTE_SEARCH_RECOMPUTE_STATE_H_
 
 #include <cstdint>
 #include <set>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "planner/recompute/remat_problem.h"
+#include "planner/recompute/recompute_problem.h"
 #include "planner/recompute/search/segment_tree.h"
 
 namespace echo::planner {
 
-class RematState {
+class RecomputeState {
  public:
   struct Interval {
     int32_t lo = 0;
@@ -33,16 +34,16 @@ class RematState {
     }
   };
 
-  explicit RematState(const RematProblem& problem);
+  explicit RecomputeState(const RecomputeProblem& problem);
 
   static int32_t PreSlot(OpIndex o) { return 2 * o; }
   static int32_t MainSlot(OpIndex o) { return 2 * o + 1; }
   static OpIndex OpOfSlot(int32_t slot) { return slot / 2; }
 
-  const RematProblem& problem() const { return problem_; }
+  const RecomputeProblem& problem() const { return problem_; }
   // Replaces the whole plan (rebuilds in O(n + edges)).
-  void Assign(const RematPlan& plan);
-  RematPlan plan() const { return RematPlan{remat_, splits_}; }
+  void Assign(const RecomputeChoice& plan);
+  RecomputeChoice plan() const { return RecomputeChoice{recompute_, splits_}; }
   // Adds or removes one op (ops that cannot be cloned are never added).
   void Set(OpIndex op, bool in_set);
   // Requests or withdraws a clone of `op` at need point `point` (also for ops
@@ -50,12 +51,12 @@ class RematState {
   void AddSplit(OpIndex op, OpIndex point);
   void RemoveSplit(OpIndex op, OpIndex point);
 
-  bool Contains(OpIndex op) const { return remat_[op] != 0; }
+  bool Contains(OpIndex op) const { return recompute_[op] != 0; }
   // In the set, or cloned at splits.
   bool InPlan(OpIndex op) const {
-    return remat_[op] != 0 || !splits_[op].empty();
+    return recompute_[op] != 0 || !splits_[op].empty();
   }
-  const RematSet& remat() const { return remat_; }
+  const RecomputeSet& recompute() const { return recompute_; }
   const std::vector<OpIndex>& clone_points(OpIndex op) const {
     return clone_points_[op];
   }
@@ -112,10 +113,10 @@ class RematState {
   // (or its readers), q included, capped at cap + 1.
   int32_t LongestChain(OpIndex q, int32_t cap, bool toward_producers) const;
 
-  const RematProblem& problem_;
+  const RecomputeProblem& problem_;
   const Graph& graph_;
   int32_t end_slot_;
-  RematSet remat_;
+  RecomputeSet recompute_;
   std::vector<std::vector<OpIndex>> splits_;
   std::vector<std::vector<OpIndex>> clone_points_;
   std::vector<Interval> original_;
@@ -146,4 +147,4 @@ class RematState {
 
 }  // namespace echo::planner
 
-#endif  // ECHO_PLANNER_RECOMPUTE_SEARCH_REMAT_STATE_H_
+#endif  // ECHO_PLANNER_RECOMPUTE_SEARCH_RECOMPUTE_STATE_H_

@@ -1,17 +1,17 @@
-#include "planner/recompute/search/remat_repair.h"
+#include "planner/recompute/search/recompute_repair.h"
 
 #include <algorithm>
 #include <optional>
 #include <vector>
 
-#include "planner/recompute/search/remat_search.h"
+#include "planner/recompute/search/recompute_search.h"
 
 namespace echo::planner {
 namespace {
 
-bool CoversSlot(const RematState& state, TensorIndex t, int32_t slot) {
+bool CoversSlot(const RecomputeState& state, TensorIndex t, int32_t slot) {
   if (state.original(t).Covers(slot)) return true;
-  for (const RematState::Interval& clone : state.clones(t)) {
+  for (const RecomputeState::Interval& clone : state.clones(t)) {
     if (clone.Covers(slot)) return true;
   }
   return false;
@@ -19,7 +19,7 @@ bool CoversSlot(const RematState& state, TensorIndex t, int32_t slot) {
 
 // The plan items that may lower `slot`: those of ops reading or making a
 // tensor live there (a clone, or an input kept alive for one).
-std::vector<SearchStep> ItemsNear(const RematState& state, int32_t slot) {
+std::vector<SearchStep> ItemsNear(const RecomputeState& state, int32_t slot) {
   const Graph& graph = state.problem().graph;
   std::vector<SearchStep> items;
   for (OpIndex o = 0; o < graph.num_ops(); ++o) {
@@ -40,7 +40,7 @@ std::vector<SearchStep> ItemsNear(const RematState& state, int32_t slot) {
 
 }  // namespace
 
-bool RepairPeak(int64_t limit, RematState& state) {
+bool RepairPeak(int64_t limit, RecomputeState& state) {
   while (state.Peak() > limit) {
     const int64_t peak = state.Peak();
     const int32_t slot = state.PeakSlot();
