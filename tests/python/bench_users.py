@@ -141,7 +141,8 @@ import servers
 from bench_frontier import Roofline, same_training, torch_recomputed
 from frontier_report import BUDGETS, DEVICE, MIB
 from echo_torch import ops, optimize, proto, report
-from echo_torch.convert import _DTYPES, JointGraph, convert
+from echo_torch.convert import JointGraph, convert
+from echo_torch.tensor_meta import DTYPES
 
 _g = proto.graph_pb2
 
@@ -342,7 +343,7 @@ def calls_graph(calls, batch_size, name):
         for i, info in enumerate(dict.fromkeys(tensors)):
             tid = f"op{k}.in{i}"
             graph.tensors.add(id=tid, name=tid, role=_g.TENSOR_ROLE_INPUT, shape=info.shape,
-                              dtype=_DTYPES.get(info.dtype, _g.DTYPE_UNSPECIFIED),
+                              dtype=DTYPES.get(info.dtype, _g.DTYPE_UNSPECIFIED),
                               size_bytes=info.nbytes)
             op.input_ids.append(tid)
         views, written = ops.aliasing(call.func)
@@ -352,7 +353,7 @@ def calls_graph(calls, batch_size, name):
             view = (views[min(i, len(views) - 1)] if views else False) and not written
             graph.tensors.add(id=tid, name=tid, role=_g.TENSOR_ROLE_ACTIVATION,
                               shape=info.shape,
-                              dtype=_DTYPES.get(info.dtype, _g.DTYPE_UNSPECIFIED),
+                              dtype=DTYPES.get(info.dtype, _g.DTYPE_UNSPECIFIED),
                               size_bytes=0 if view else info.nbytes)
             op.output_ids.append(tid)
         flops = ops.flops(call.func, call.args,

@@ -40,22 +40,10 @@ import torch.utils._pytree as pytree
 
 from echo_torch import ops, proto
 from echo_torch.batch_dim import mark_batch_dim
+from echo_torch.tensor_meta import (DTYPES, meta_of_value, node_meta, output_metas, shape_of,
+                                    storage_bytes)
 
 _pb = proto.graph_pb2
-
-_DTYPES = {
-    torch.float32: _pb.DTYPE_FLOAT32,
-    torch.float16: _pb.DTYPE_FLOAT16,
-    torch.bfloat16: _pb.DTYPE_BFLOAT16,
-    torch.float64: _pb.DTYPE_FLOAT64,
-    torch.int64: _pb.DTYPE_INT64,
-    torch.int32: _pb.DTYPE_INT32,
-    torch.int16: _pb.DTYPE_INT16,
-    torch.int8: _pb.DTYPE_INT8,
-    torch.uint8: _pb.DTYPE_UINT8,
-    torch.bool: _pb.DTYPE_BOOL,
-    torch.complex64: _pb.DTYPE_COMPLEX64,
-}
 
 ROLE_PARAMETER = "parameter"
 ROLE_BUFFER = "buffer"
@@ -86,13 +74,6 @@ class JointGraph:
     # The backward runs without the gradients of unused outputs (autograd
     # sends None, executor.without_inputs): the graph may assume them absent.
     tangents_may_be_missing: bool = False
-
-
-@dataclasses.dataclass
-class TensorMeta:
-    shape: Tuple[int, ...]
-    dtype: torch.dtype
-    stride: Tuple[int, ...]
 
 
 @dataclasses.dataclass
@@ -153,52 +134,6 @@ def _readers(graph):
     return readers
 
 
-def storage_bytes(meta: TensorMeta) -> int:
-    """Bytes of the storage a dense op output needs (strided layouts too)."""
-    if any(s == 0 for s in meta.shape):
-        return 0
-    elements = 1 + sum((s - 1) * st for s, st in zip(meta.shape, meta.stride))
-    return elements * torch.empty((), dtype=meta.dtype).element_size()
-
-
-def _meta_of_value(value) -> Optional[TensorMeta]:
-    if isinstance(value, torch.Tensor):
-        return TensorMeta(tuple(value.shape), value.dtype, tuple(value.stride()))
-    return None
-
-
-def _node_meta(node: fx.Node) -> Optional[TensorMeta]:
-    tm = node.meta.get("tensor_meta")
-    if tm is not None and hasattr(tm, "shape"):
-        return TensorMeta(tuple(tm.shape), tm.dtype, tuple(tm.stride))
-    return _meta_of_value(node.meta.get("val"))
-
-
-def _infer_output_metas(node: fx.Node) -> Optional[List[Optional[TensorMeta]]]:
-    """All outputs of a multi-output op, by running it on meta tensors (FX
-    records metadata only for outputs that some getitem reads)."""
-    def to_meta(arg):
-        meta = _node_meta(arg)
-        if meta is None:
-            raise ValueError(f"no metadata for {arg}")
-        return torch.empty_strided(meta.shape, meta.stride, dtype=meta.dtype,
-                                   device="meta")
-    try:
-        args = fx.node.map_arg(node.args, to_meta)
-        kwargs = fx.node.map_arg(node.kwargs, to_meta)
-        out = node.target(*args, **kwargs)
-    except Exception:  # noqa: BLE001 - any failure means "unknown"
-        return None
-    if isinstance(out, (tuple, list)):
-        return [_meta_of_value(v) for v in out]
-    return [_meta_of_value(out)]
-
-
-def _shape_of(arg):
-    meta = _node_meta(arg) if isinstance(arg, fx.Node) else None
-    return meta.shape if meta is not None else None
-
-
 def _flat_nodes(args) -> List[fx.Node]:
     return [a for a in pytree.tree_flatten(args)[0] if isinstance(a, fx.Node)]
 
@@ -223,8 +158,8 @@ def _ancestors(nodes) -> set:
 def _same_meta(a, b) -> bool:
     """Same shape, dtype and strides (so the sum may be the operand itself;
     executor.without_inputs checks the same)."""
-    ma = _node_meta(a)
-    return ma is not None and ma == _node_meta(b)
+    ma = node_meta(a)
+    return ma is not None and ma == node_meta(b)
 
 
 def _zero_add_operand(node, zero) -> Optional[fx.Node]:
@@ -244,7 +179,7 @@ def assumed_unused_tangents(joint: JointGraph, tangent_nodes) -> List[fx.Node]:
     gradient that does come anyway is used, with a warning (executor)."""
     if not joint.tangents_may_be_missing:
         return []
-    metas = {n: _node_meta(n) for n in tangent_nodes}
+    metas = {n: node_meta(n) for n in tangent_nodes}
     if not any(m is not None and _numel(m.shape) == 1 and m.dtype.is_floating_point
                for m in metas.values()):
         return []
@@ -261,100 +196,138 @@ def _numel(shape) -> int:
 
 
 def convert(joint: JointGraph) -> ConvertedGraph:
-    gm = joint.module
-    graph = _pb.Graph(name=joint.name)
-    graph.metadata["framework"] = "pytorch"
-    graph.metadata["torch_version"] = torch.__version__
-    graph.metadata.update(joint.metadata)
+    """The joint graph as an echo.v1.Graph, with the mapping back."""
+    return _Converter(joint).run()
 
-    fwd_outputs, bwd_outputs = _output_lists(joint)
-    fwd_outputs = [n if isinstance(n, fx.Node) else None for n in fwd_outputs]
-    bwd_outputs = [n if isinstance(n, fx.Node) else None for n in bwd_outputs]
-    graph.metadata["num_forward_outputs"] = str(len(fwd_outputs))
 
-    tensors: Dict[str, "_pb.Tensor"] = {}
-    order: List[str] = []
-    tensor_of: Dict[fx.Node, str] = {}
-    size_bytes: Dict[str, int] = {}
-    view_bases: Dict[str, List[str]] = {}
-    producer: Dict[str, Tuple[int, int]] = {}
-
-    def add_tensor(tid, name, meta, role, size=None):
-        t = _pb.Tensor(id=tid, name=name, role=role)
-        if meta is not None:
-            t.shape.extend(int(s) for s in meta.shape)
-            t.dtype = _DTYPES.get(meta.dtype, _pb.DTYPE_UNSPECIFIED)
-            nbytes = storage_bytes(meta) if size is None else size
-        else:
-            nbytes = 0 if size is None else size
-        t.size_bytes = nbytes
-        size_bytes[tid] = nbytes
-        tensors[tid] = t
-        order.append(tid)
-        return t
-
-    # Placeholders and constants.
-    primal_nodes, tangent_nodes = [], []
-    unused = set(assumed_unused_tangents(joint, [n for n in gm.graph.nodes if ops.is_tangent(n)]))
-    if unused:
-        graph.metadata["unused_output_gradients"] = ",".join(
-            n.name for n in gm.graph.nodes if n in unused)
-    for node in gm.graph.nodes:
-        if node.op == "placeholder":
-            if ops.is_tangent(node):
-                tangent_nodes.append(node)
-                t = add_tensor(node.name, node.name, _node_meta(node),
-                               _pb.TENSOR_ROLE_INPUT, size=0 if node in unused else None)
-                # Held by autograd through the backward, unless never sent.
-                t.is_output = node not in unused
-            else:
-                info = (joint.primals[len(primal_nodes)]
-                        if len(primal_nodes) < len(joint.primals) else
-                        PrimalInfo(ROLE_INPUT, node.name))
-                primal_nodes.append(node)
-                role = (_pb.TENSOR_ROLE_INPUT if info.kind == ROLE_INPUT
-                        else _pb.TENSOR_ROLE_PARAMETER)
-                t = add_tensor(node.name, info.name, _node_meta(node), role)
-                # The batch is the caller's: it holds it through the step.
-                t.is_output = role == _pb.TENSOR_ROLE_INPUT
-            tensor_of[node] = node.name
-        elif node.op == "get_attr":
-            value = getattr(gm, node.target)
-            add_tensor(node.name, str(node.target), _meta_of_value(value),
-                       _pb.TENSOR_ROLE_PARAMETER)
-            tensor_of[node] = node.name
-
-    # Forward/backward split: after the last op a forward output needs.
-    call_nodes = [n for n in gm.graph.nodes
-                  if n.op == "call_function" and not ops.is_getitem(n.target)]
+def _first_backward_op(gm, call_nodes, fwd_outputs) -> int:
+    """Index into call_nodes of the first backward op: the one after the
+    last op a forward output needs. Raises if a forward op reads a
+    tangent."""
     needed = _ancestors(fwd_outputs)
-    last_fwd = max((i for i, n in enumerate(call_nodes) if n in needed),
-                   default=-1)
-    first_backward_op = last_fwd + 1
+    last_fwd = max((i for i, n in enumerate(call_nodes) if n in needed), default=-1)
     from_tangents = set()
     for n in gm.graph.nodes:
         if ops.is_tangent(n) or any(a in from_tangents for a in n.all_input_nodes):
             from_tangents.add(n)
-    for n in call_nodes[:first_backward_op]:
+    for n in call_nodes[:last_fwd + 1]:
         if n in from_tangents:
             raise ValueError(f"forward op {n.name} depends on a tangent")
+    return last_fwd + 1
 
-    # Ops and their outputs.
-    op_infos: List[OpInfo] = []
-    op_protos: List["_pb.Op"] = []
-    for index, node in enumerate(call_nodes):
-        views, written = ops.aliasing(node.target)
-        meta = _node_meta(node)
-        getitems = {u.args[1]: u for u in node.users if ops.is_getitem(u.target)}
-        multi = meta is None and (bool(getitems) or views is None or len(views) > 1)
-        if multi:
-            metas = _infer_output_metas(node) or []
-            count = max([len(metas)] + [i + 1 for i in getitems])
-            out_metas = [metas[i] if i < len(metas) else None for i in range(count)]
-            for i, g in getitems.items():
-                out_metas[i] = _node_meta(g) or out_metas[i]
+
+class _Converter:
+    """One conversion: placeholders, then ops in graph order, then in-place
+    writes and outputs; the dicts are what ConvertedGraph hands on."""
+
+    def __init__(self, joint: JointGraph):
+        self.joint = joint
+        self.gm = joint.module
+        self.graph = _pb.Graph(name=joint.name)
+        self.tensors: Dict[str, "_pb.Tensor"] = {}
+        self.order: List[str] = []
+        self.tensor_of: Dict[fx.Node, str] = {}
+        self.size_bytes: Dict[str, int] = {}
+        self.view_bases: Dict[str, List[str]] = {}
+        self.producer: Dict[str, Tuple[int, int]] = {}
+        self.op_infos: List[OpInfo] = []
+        self.op_protos: List["_pb.Op"] = []
+        self.primal_nodes: List[fx.Node] = []
+        self.tangent_nodes: List[fx.Node] = []
+        self.unused: set = set()
+
+    def run(self) -> ConvertedGraph:
+        joint, graph = self.joint, self.graph
+        graph.metadata["framework"] = "pytorch"
+        graph.metadata["torch_version"] = torch.__version__
+        graph.metadata.update(joint.metadata)
+        fwd_outputs, bwd_outputs = _output_lists(joint)
+        fwd_outputs = [n if isinstance(n, fx.Node) else None for n in fwd_outputs]
+        bwd_outputs = [n if isinstance(n, fx.Node) else None for n in bwd_outputs]
+        graph.metadata["num_forward_outputs"] = str(len(fwd_outputs))
+
+        self.add_placeholders()
+        call_nodes = [n for n in self.gm.graph.nodes
+                      if n.op == "call_function" and not ops.is_getitem(n.target)]
+        first_backward_op = _first_backward_op(self.gm, call_nodes, fwd_outputs)
+        for index, node in enumerate(call_nodes):
+            phase = _pb.PHASE_FORWARD if index < first_backward_op else _pb.PHASE_BACKWARD
+            self.add_op(index, node, phase)
+        self.count_in_place_writes()
+        # Outputs: forward outputs held by the caller, gradients returned.
+        for node in fwd_outputs:
+            self.mark_output(node)
+        for node in bwd_outputs:
+            self.mark_output(node, _pb.TENSOR_ROLE_GRADIENT)
+
+        tensors, tensor_of = self.tensors, self.tensor_of
+        mark_batch_dim(graph, [tensors[t] for t in self.order],
+                       [(op, info.node) for op, info in zip(self.op_protos, self.op_infos)],
+                       tensor_of, [tensor_of[n] for n in self.primal_nodes])
+        graph.tensors.extend(tensors[t] for t in self.order)
+        graph.ops.extend(self.op_protos)
+        return ConvertedGraph(
+            joint=joint, graph=graph, ops=self.op_infos,
+            op_index={info.node.name: i for i, info in enumerate(self.op_infos)},
+            tensor_of=tensor_of, producer=self.producer, size_bytes=self.size_bytes,
+            view_bases=self.view_bases, primal_nodes=self.primal_nodes,
+            tangent_nodes=self.tangent_nodes, fwd_outputs=fwd_outputs,
+            bwd_outputs=bwd_outputs, first_backward_op=first_backward_op,
+            unused_tangents=[tensor_of[n] for n in self.tangent_nodes if n in self.unused])
+
+    def add_tensor(self, tid, name, meta, role, size=None):
+        t = _pb.Tensor(id=tid, name=name, role=role)
+        if meta is not None:
+            t.shape.extend(int(s) for s in meta.shape)
+            t.dtype = DTYPES.get(meta.dtype, _pb.DTYPE_UNSPECIFIED)
+            nbytes = storage_bytes(meta) if size is None else size
         else:
-            out_metas = [meta]
+            nbytes = 0 if size is None else size
+        t.size_bytes = nbytes
+        self.size_bytes[tid] = nbytes
+        self.tensors[tid] = t
+        self.order.append(tid)
+        return t
+
+    def add_placeholders(self):
+        """Primals (parameters, buffers, the batch), tangents, constants."""
+        joint, nodes = self.joint, self.gm.graph.nodes
+        self.unused = set(assumed_unused_tangents(joint, [n for n in nodes if ops.is_tangent(n)]))
+        if self.unused:
+            self.graph.metadata["unused_output_gradients"] = ",".join(
+                n.name for n in nodes if n in self.unused)
+        for node in nodes:
+            if node.op == "placeholder":
+                if ops.is_tangent(node):
+                    self.tangent_nodes.append(node)
+                    t = self.add_tensor(node.name, node.name, node_meta(node),
+                                        _pb.TENSOR_ROLE_INPUT,
+                                        size=0 if node in self.unused else None)
+                    # Held by autograd through the backward, unless never sent.
+                    t.is_output = node not in self.unused
+                else:
+                    primals = self.primal_nodes
+                    info = (joint.primals[len(primals)] if len(primals) < len(joint.primals)
+                            else PrimalInfo(ROLE_INPUT, node.name))
+                    primals.append(node)
+                    role = (_pb.TENSOR_ROLE_INPUT if info.kind == ROLE_INPUT
+                            else _pb.TENSOR_ROLE_PARAMETER)
+                    t = self.add_tensor(node.name, info.name, node_meta(node), role)
+                    # The batch is the caller's: it holds it through the step.
+                    t.is_output = role == _pb.TENSOR_ROLE_INPUT
+                self.tensor_of[node] = node.name
+            elif node.op == "get_attr":
+                value = getattr(self.gm, node.target)
+                self.add_tensor(node.name, str(node.target), meta_of_value(value),
+                                _pb.TENSOR_ROLE_PARAMETER)
+                self.tensor_of[node] = node.name
+
+    def add_op(self, index, node, phase):
+        """The op of call node `index`: its output tensors, its inputs (real
+        ones in argument order, then storage bases of views) and its proto."""
+        views, written = ops.aliasing(node.target)
+        getitems = {u.args[1]: u for u in node.users if ops.is_getitem(u.target)}
+        multi, out_metas = output_metas(node, node_meta(node), getitems)
         if views is None:
             views = [False] * len(out_metas)
         # A list return (split, unbind) is one schema return for many outputs.
@@ -362,40 +335,47 @@ def convert(joint: JointGraph) -> ConvertedGraph:
         is_view = bool(out_metas) and all(views) and not written
         # An add of an unsent gradient is its other operand: 0 bytes, an
         # alias of that operand's storage (executor.without_inputs).
-        folded = _zero_add_operand(node, unused) if unused else None
+        folded = _zero_add_operand(node, self.unused) if self.unused else None
         if folded is not None:
             views = [True]
-        phase = _pb.PHASE_FORWARD if index < first_backward_op else _pb.PHASE_BACKWARD
         outputs: List[Optional[str]] = []
         for pos, out_meta in enumerate(out_metas):
             if out_meta is None:
                 outputs.append(None)
                 continue
             tid = node.name if not multi else f"{node.name}:{pos}"
-            add_tensor(tid, tid, out_meta, _pb.TENSOR_ROLE_ACTIVATION,
-                       size=0 if views[pos] and not written else None)
-            producer[tid] = (index, pos)
+            self.add_tensor(tid, tid, out_meta, _pb.TENSOR_ROLE_ACTIVATION,
+                            size=0 if views[pos] and not written else None)
+            self.producer[tid] = (index, pos)
             outputs.append(tid)
         if multi:
             for pos, g in getitems.items():
                 if outputs[pos] is not None:
-                    tensor_of[g] = outputs[pos]
+                    self.tensor_of[g] = outputs[pos]
         elif outputs and outputs[0] is not None:
-            tensor_of[node] = outputs[0]
-        op_infos.append(OpInfo(node, outputs, is_view, multi, written, phase))
+            self.tensor_of[node] = outputs[0]
+        self.op_infos.append(OpInfo(node, outputs, is_view, multi, written, phase))
+        inputs = self.op_inputs(node)
+        self.alias_outputs(outputs, inputs, folded, is_view)
+        self.op_protos.append(self.op_proto(node, phase, inputs, outputs, out_metas, written))
 
-        # Inputs: real ones in argument order, then storage bases of views.
+    def op_inputs(self, node) -> List[str]:
         inputs: List[str] = []
         for arg in _flat_nodes((node.args, node.kwargs)):
-            tid = tensor_of.get(arg)
+            tid = self.tensor_of.get(arg)
             if tid is not None and tid not in inputs:
                 inputs.append(tid)
         for tid in list(inputs):
-            for base in view_bases.get(tid, ()):
+            for base in self.view_bases.get(tid, ()):
                 if base not in inputs:
                     inputs.append(base)
+        return inputs
+
+    def alias_outputs(self, outputs, inputs, folded, is_view):
+        """Storage bases of a view's outputs (and of a folded add's)."""
+        view_bases = self.view_bases
         if folded is not None and outputs[0] is not None:
-            other = tensor_of[folded]
+            other = self.tensor_of[folded]
             view_bases[outputs[0]] = list(view_bases.get(other) or [other])
         if is_view:
             bases = []
@@ -407,21 +387,22 @@ def convert(joint: JointGraph) -> ConvertedGraph:
                 if tid is not None:
                     view_bases[tid] = bases
 
+    def op_proto(self, node, phase, inputs, outputs, out_metas, written) -> "_pb.Op":
         op = _pb.Op(id=node.name, name=node.name, op_type=ops.op_type(node.target),
                     op_class=ops.op_class(node.target), phase=phase)
         op.input_ids.extend(inputs)
         op.output_ids.extend(t for t in outputs if t is not None)
         op.attributes["overload"] = ops.overload_name(node.target)
         alias = node.meta.get(ops.FIRST_RUN_ALIAS)
-        if alias is not None and alias in tensor_of:
-            op.attributes["first_run_alias"] = tensor_of[alias]  # no work the first time
+        if alias is not None and alias in self.tensor_of:
+            op.attributes["first_run_alias"] = self.tensor_of[alias]  # no work the first time
         scalars = fx.node.map_arg((node.args, node.kwargs), lambda n: "%")
         # Whole or not at all: the planner counts the "%"s to find which
         # inputs are arguments (a stack's 50 steps need ~250 characters).
         args = repr(scalars)
         if len(args) <= _MAX_ARGS_CHARS:
             op.attributes["args"] = args
-        fl = ops.flops(node.target, node.args, _shape_of,
+        fl = ops.flops(node.target, node.args, shape_of,
                        [m.shape if m else None for m in out_metas])
         if fl is not None:
             op.flops = fl
@@ -437,58 +418,37 @@ def convert(joint: JointGraph) -> ConvertedGraph:
                 op.attributes["recompute_outputs"] = str(remade)
             else:
                 op.recomputable = False
-        op_protos.append(op)
+        return op
 
-    op_index = {info.node.name: i for i, info in enumerate(op_infos)}
+    def count_in_place_writes(self):
+        """A fresh buffer consumed only by its writer is counted once (in
+        the writer's output); other readers of a written tensor must not
+        re-run, since they would see the written value."""
+        op_infos, op_protos, producer = self.op_infos, self.op_protos, self.producer
+        readers: Dict[str, List[int]] = {}
+        for i, op in enumerate(op_protos):
+            for tid in op.input_ids:
+                readers.setdefault(tid, []).append(i)
+        for i, info in enumerate(op_infos):
+            for pos in info.written_args:
+                if pos >= len(info.node.args) or not isinstance(info.node.args[pos], fx.Node):
+                    continue
+                tid = self.tensor_of.get(info.node.args[pos])
+                if tid is None:
+                    continue
+                if (tid in producer and readers.get(tid) == [i] and ops.base_name(
+                        op_infos[producer[tid][0]].node.target) in ops.FRESH_ALLOCATIONS):
+                    self.tensors[tid].size_bytes = 0
+                    self.size_bytes[tid] = 0
+                for r in readers.get(tid, ()):
+                    if r != i:
+                        op_protos[r].recomputable = False
 
-    # In-place writes: a fresh buffer consumed only by its writer is counted
-    # once (in the writer's output); other readers of a written tensor must
-    # not re-run, since they would see the written value.
-    readers: Dict[str, List[int]] = {}
-    for i, op in enumerate(op_protos):
-        for tid in op.input_ids:
-            readers.setdefault(tid, []).append(i)
-    for i, info in enumerate(op_infos):
-        if not info.written_args:
-            continue
-        for pos in info.written_args:
-            if pos >= len(info.node.args) or not isinstance(info.node.args[pos], fx.Node):
-                continue
-            tid = tensor_of.get(info.node.args[pos])
-            if tid is None:
-                continue
-            if (tid in producer and readers.get(tid) == [i] and ops.base_name(
-                    op_infos[producer[tid][0]].node.target) in ops.FRESH_ALLOCATIONS):
-                tensors[tid].size_bytes = 0
-                size_bytes[tid] = 0
-            for r in readers.get(tid, ()):
-                if r != i:
-                    op_protos[r].recomputable = False
-
-    # Outputs: forward outputs held by the caller, gradients returned.
-    def mark_output(node, role=None):
-        tid = tensor_of.get(node)
+    def mark_output(self, node, role=None):
+        tid = self.tensor_of.get(node) if node is not None else None
         if tid is None:
             return
-        for t in [tid] + view_bases.get(tid, []):
-            tensors[t].is_output = True
-            if role is not None and t in producer:
-                tensors[t].role = role
-    for node in fwd_outputs:
-        if node is not None:
-            mark_output(node)
-    for node in bwd_outputs:
-        if node is not None:
-            mark_output(node, _pb.TENSOR_ROLE_GRADIENT)
-
-    mark_batch_dim(graph, [tensors[t] for t in order],
-                   [(op, info.node) for op, info in zip(op_protos, op_infos)],
-                   tensor_of, [tensor_of[n] for n in primal_nodes])
-    graph.tensors.extend(tensors[t] for t in order)
-    graph.ops.extend(op_protos)
-    return ConvertedGraph(joint=joint, graph=graph, ops=op_infos, op_index=op_index,
-                          tensor_of=tensor_of, producer=producer, size_bytes=size_bytes,
-                          view_bases=view_bases, primal_nodes=primal_nodes,
-                          tangent_nodes=tangent_nodes, fwd_outputs=fwd_outputs,
-                          bwd_outputs=bwd_outputs, first_backward_op=first_backward_op,
-                          unused_tangents=[tensor_of[n] for n in tangent_nodes if n in unused])
+        for t in [tid] + self.view_bases.get(tid, []):
+            self.tensors[t].is_output = True
+            if role is not None and t in self.producer:
+                self.tensors[t].role = role
