@@ -210,7 +210,10 @@ def _timm_blocks(model):
             for b in layer]  # ResNet
 
 
-def _timm(name, size, side=224, **kwargs):
+TIMM_SIDE = 224
+
+
+def _timm(name, size, side=TIMM_SIDE, **kwargs):
     """At 224x224 and 2 x --batch images, where activations, not the
     weights and their gradients, set the step peak."""
     import timm
@@ -220,6 +223,17 @@ def _timm(name, size, side=224, **kwargs):
     return Bench(harness.Case(models.ImageLoss(body).train(), args), _timm_blocks,
                  lambda m: m.body.set_grad_checkpointing(True),
                  "library: set_grad_checkpointing()")
+
+
+def _size_text(name, size: Size) -> str:
+    """What `build` makes of the size flags for `name`."""
+    if name in TIMM_NAMES:
+        return f"{2 * size.batch} images of {TIMM_SIDE}x{TIMM_SIDE}, library defaults"
+    if name == "nn-lstm-seq2seq":
+        return (f"2 LSTM layers each side, hidden {size.hidden}, vocab {size.vocab}, "
+                f"batch {size.batch} x {size.seq} source, {size.seq // 4 + 1} target tokens")
+    return (f"{size.layers} layers, hidden {size.hidden}, {size.heads} heads, FFN "
+            f"{4 * size.hidden}, vocab {size.vocab}, batch {size.batch} x seq {size.seq}")
 
 
 def build(name, size: Size) -> Bench:
@@ -831,8 +845,7 @@ def main(argv=None):
     torch.set_num_threads(2)
     import transformers
     transformers.logging.set_verbosity_error()
-    size_text = (f"{size.layers} layers, hidden {size.hidden}, {size.heads} heads, FFN "
-                 f"{4 * size.hidden}, vocab {size.vocab}, batch {size.batch} x seq {size.seq}")
+    size_text = _size_text("", size)
     meta = dict(torch=torch.__version__, transformers=transformers.__version__,
                 threads=torch.get_num_threads(), machine=platform.machine(),
                 date=time.strftime("%Y-%m-%d"), device=DEVICE, budgets=list(BUDGETS),
@@ -852,7 +865,7 @@ def main(argv=None):
             runner = Runner(name, bench, client, roofline, args.runs)
             runner.all_points()
             echo = [p for p in runner.points if p.get("joint_ops")]
-            res = dict(model=name, size_text=size_text,
+            res = dict(model=name, size_text=_size_text(name, size),
                        parameters=sum(p.numel() for p in bench.case.model.parameters()),
                        joint_ops=echo[0]["joint_ops"] if echo else None,
                        joint_roofline_seconds=runner.joint_seconds,
