@@ -392,16 +392,14 @@ OptimalRecompute::Result Solve(const CheckmateModel& model,
   const std::string seconds = absl::StrCat(options.time_limit_seconds);
   // Elapsed (not CPU) time; exact optimality (no relative gap); knapsack
   // cuts off (with them CLP 1.17 can abort on an assertion on these
-  // models). CBC 2.10's preprocessing can crash on infeasible models, so it
-  // only runs when a warm start proves the model feasible.
-  const bool has_start = !cbc.getMIPStart().empty();
+  // models); preprocessing off: CBC 2.10's CglPreProcess::postProcess
+  // crashes (SIGSEGV) when the time limit stops the search, e.g. on fcn8 at
+  // 8.4e9 bytes and 1 s (issue 23), and on infeasible models.
   const std::vector<std::string> args = {
-      "echo_milp",     "-log",        "0",
-      "-timeMode",     "elapsed",     "-seconds",
-      seconds,         "-ratioGap",   "0",
-      "-allowableGap", "1e-9",        "-knapsackCuts",
-      "off",           "-preprocess", has_start ? "sos" : "off",
-      "-solve",        "-quit"};
+      "echo_milp", "-log",          "0",         "-timeMode",   "elapsed",
+      "-seconds",  seconds,         "-ratioGap", "0",           "-allowableGap",
+      "1e-9",      "-knapsackCuts", "off",       "-preprocess", "off",
+      "-solve",    "-quit"};
   std::vector<const char*> argv;
   for (const std::string& arg : args) argv.push_back(arg.c_str());
   CbcMain1(

@@ -1,4 +1,5 @@
 // OPTIMAL's pass: the Checkmate MILP (checkmate_milp.h).
+#include <algorithm>
 #include <memory>
 #include <utility>
 
@@ -46,13 +47,26 @@ class OptimalPass final : public RecomputePass {
     OptimalRecompute::Options milp_options = MilpOptions(input);
     const int64_t limit = milp_options.memory_limit_bytes;
     ASSIGN_OR_RETURN(Evaluated start, RunAuto(input));
-    if (start.peak <= limit)
-      milp_options.warm_start = std::move(start.schedule);
+    const bool start_fits = start.peak <= limit;
+    if (start_fits) milp_options.warm_start = start.schedule;
     ASSIGN_OR_RETURN(
         OptimalRecompute::Result result,
         OptimalRecompute(std::move(milp_options)).Run(input.problem));
     output.solver_status = result.status;
     output.solver_bound_cost = result.bound_cost;
+    // AUTO's plan is the floor: a solver that ends without a better one
+    // (its time limit, or CBC calling a model infeasible that has a known
+    // solution) answers it, never "cannot meet".
+    if (start_fits && (result.schedule.empty() ||
+                       RecomputeCost(input.problem, result.schedule) >
+                           RecomputeCost(input.problem, start.schedule))) {
+      if (result.status != "optimal") {
+        output.solver_status = "time_limit_feasible";
+        output.solver_bound_cost = std::min(result.bound_cost, start.cost);
+      }
+      output.schedule = std::move(start.schedule);
+      return output;
+    }
     output.limit_reachable = !result.schedule.empty();
     output.schedule = output.limit_reachable ? std::move(result.schedule)
                                              : PlainSchedule(graph);
@@ -60,6 +74,15 @@ class OptimalPass final : public RecomputePass {
   }
 
  private:
+  // The summed cost of a schedule's recomputations.
+  static double RecomputeCost(const RecomputeProblem& problem,
+                              const Schedule& schedule) {
+    double cost = 0;
+    for (const Execution& e : schedule) {
+      if (e.recompute) cost += problem.op_costs[e.op];
+    }
+    return cost;
+  }
   // The limit is below every schedule's peak: proven without the solver.
   static bool ProvenInfeasible(const PassInput& input) {
     return *input.options.memory_limit_bytes <
