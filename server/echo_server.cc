@@ -117,8 +117,9 @@ absl::StatusOr<std::unique_ptr<EchoServer>> EchoServer::Start(
                              &server->grpc_port_);
   }
   if (!options.unix_socket.empty()) {
-    // A socket left by a killed echod would make the bind fail.
-    ::unlink(options.unix_socket.c_str());
+    // A socket left by a killed echod would make the bind fail; a live
+    // one or anything else at the path is not ours to remove.
+    RETURN_IF_ERROR(ClaimUnixSocketPath(options.unix_socket));
     builder.AddListeningPort(absl::StrCat("unix:", options.unix_socket),
                              grpc::InsecureServerCredentials());
   }
@@ -138,6 +139,7 @@ absl::StatusOr<std::unique_ptr<EchoServer>> EchoServer::Start(
   if (!options.unix_socket.empty()) {
     // Framework hooks on the node reach it through its group.
     RETURN_IF_ERROR(RestrictUnixSocket(options.unix_socket, socket_group));
+    server->unix_socket_identity_ = IdentityOf(options.unix_socket);
   }
   grpc::HealthCheckServiceInterface* health =
       server->server_->GetHealthCheckService();
@@ -161,7 +163,11 @@ void EchoServer::Drain() {
   // finish, returns then.
   service_->StartDraining(std::chrono::steady_clock::now() + timeout);
   server_->Shutdown(std::chrono::system_clock::now() + timeout);
-  if (!options_.unix_socket.empty()) ::unlink(options_.unix_socket.c_str());
+  // Only while the path is still this server's socket.
+  if (unix_socket_identity_.has_value() &&
+      IdentityOf(options_.unix_socket) == unix_socket_identity_) {
+    ::unlink(options_.unix_socket.c_str());
+  }
 }
 
 void EchoServer::Wait() { server_->Wait(); }

@@ -4,6 +4,7 @@
 #define ECHO_SERVER_ECHO_SERVER_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -13,6 +14,7 @@
 #include "server/metrics.h"
 #include "server/planner_service.h"
 #include "server/profiler/node_profiler.h"
+#include "server/transport_security.h"
 
 namespace echo::server {
 
@@ -78,6 +80,8 @@ class EchoServer {
   std::unique_ptr<PlannerService> service_;
   std::unique_ptr<grpc::Server> server_;
   int grpc_port_ = 0;
+  // The Unix socket as bound, removed at drain only while still at its path.
+  std::optional<FileIdentity> unix_socket_identity_;
   std::string metrics_endpoint_;
   bool drained_ = false;
 };

@@ -1,7 +1,9 @@
 #include "server/transport_security.h"
 
 #include <grp.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -93,6 +95,62 @@ absl::Status RestrictUnixSocket(const std::string& path,
         "cannot chmod ", path, " to 0660: ", std::strerror(errno)));
   }
   return absl::OkStatus();
+}
+
+absl::Status ClaimUnixSocketPath(const std::string& path) {
+  struct stat info {};
+  if (::lstat(path.c_str(), &info) != 0) {
+    if (errno == ENOENT) return absl::OkStatus();
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--unix_socket ", path, ": cannot stat it: ", std::strerror(errno)));
+  }
+  if (!S_ISSOCK(info.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--unix_socket ", path,
+                     " exists and is not a socket; echod leaves it alone: "
+                     "remove it or choose another path"));
+  }
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(address.sun_path)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--unix_socket ", path, " is longer than ",
+                     sizeof(address.sun_path) - 1, " bytes"));
+  }
+  std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    return absl::InternalError(
+        absl::StrCat("cannot make a socket: ", std::strerror(errno)));
+  }
+  const int connected = ::connect(
+      fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address));
+  const int connect_errno = errno;
+  ::close(fd);
+  if (connected == 0) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("--unix_socket ", path,
+                     ": another process (an echod?) is serving it; stop it "
+                     "or choose another path"));
+  }
+  if (connect_errno != ECONNREFUSED) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--unix_socket ", path, ": cannot tell whether it is in use (",
+        std::strerror(connect_errno), "); echod leaves it alone"));
+  }
+  // Nobody listens: a socket left by an echod that was killed.
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--unix_socket ", path,
+        ": cannot remove the stale socket: ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+std::optional<FileIdentity> IdentityOf(const std::string& path) {
+  struct stat info {};
+  if (::lstat(path.c_str(), &info) != 0) return std::nullopt;
+  return FileIdentity{info.st_dev, info.st_ino};
 }
 
 ScopedUmask::ScopedUmask(mode_t mask) : previous_(::umask(mask)) {}

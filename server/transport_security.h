@@ -35,6 +35,23 @@ absl::StatusOr<std::optional<gid_t>> ResolveGroup(const std::string& group);
 absl::Status RestrictUnixSocket(const std::string& path,
                                 std::optional<gid_t> group);
 
+// Makes `path` free for echod's socket: nothing there, or a socket nobody
+// answers on (left by a killed echod), which it removes. FAILED_PRECONDITION
+// for anything else at the path (a file, a directory: never removed),
+// ALREADY_EXISTS when a live process serves the socket.
+absl::Status ClaimUnixSocketPath(const std::string& path);
+
+// The device and inode of what is at `path`, nullopt when nothing is: echod
+// removes its socket at exit only while the path is still its own.
+struct FileIdentity {
+  dev_t device = 0;
+  ino_t inode = 0;
+  bool operator==(const FileIdentity& other) const {
+    return device == other.device && inode == other.inode;
+  }
+};
+std::optional<FileIdentity> IdentityOf(const std::string& path);
+
 // Sets the process's umask for its lifetime, so that a socket is never
 // created wider than kUnixSocketMode, even before RestrictUnixSocket.
 class ScopedUmask {

@@ -3,10 +3,13 @@
 // ProfileOps only for listed identities (PERMISSION_DENIED naming the
 // method), and the Unix socket's mode and group. Certificates are made at
 // test time by make_test_certs.sh (openssl).
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -236,6 +239,62 @@ TEST_F(SecurityTest, UnixSocketIsGroupOnlyAndNeedsTokensToo) {
   client::PlannerClient profiler(client_options);
   EXPECT_TRUE(profiler.EstimateMemory(EstimateRequest()).ok());
   ExpectProfileAuthorized(profiler);
+}
+
+// Issue 23: echod unlinked whatever was at --unix_socket, so a second echod
+// took over a live one's path and a regular file there was deleted.
+TEST_F(SecurityTest, UnixSocketPathIsTakenOverOnlyWhenStale) {
+  const auto options_on = [](const std::string& path) {
+    server::ServerOptions options = BaseOptions();
+    options.grpc_address.clear();
+    options.unix_socket = path;
+    return options;
+  };
+  const auto answers = [](const std::string& path) {
+    client::ClientOptions client_options;
+    client_options.server = "unix:" + path;
+    client_options.timeout_seconds = 10;
+    client::PlannerClient client(client_options);
+    return client.EstimateMemory(EstimateRequest()).ok();
+  };
+
+  // A regular file is refused and kept.
+  const std::string file = Path("file.sock");
+  WriteText(file, "keep me");
+  const absl::Status on_file =
+      server::EchoServer::Start(options_on(file)).status();
+  EXPECT_EQ(on_file.code(), absl::StatusCode::kFailedPrecondition) << on_file;
+  EXPECT_THAT(on_file.message(), HasSubstr("is not a socket"));
+  EXPECT_EQ(ReadText(file), "keep me");
+
+  // A live echod's socket is refused, and the first keeps serving.
+  const std::string live = Path("live.sock");
+  Start(options_on(live));
+  const absl::Status second =
+      server::EchoServer::Start(options_on(live)).status();
+  EXPECT_EQ(second.code(), absl::StatusCode::kAlreadyExists) << second;
+  EXPECT_TRUE(answers(live));
+
+  // What replaced the socket at its path stays when the first drains.
+  ASSERT_EQ(::unlink(live.c_str()), 0);
+  WriteText(live, "not echod's");
+  server_->Drain();
+  server_->Wait();
+  EXPECT_EQ(ReadText(live), "not echod's");
+
+  // A socket nobody answers on (a killed echod's) is taken over.
+  const std::string stale = Path("stale.sock");
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::strncpy(address.sun_path, stale.c_str(), sizeof(address.sun_path) - 1);
+  ASSERT_EQ(
+      ::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)),
+      0);
+  ::close(fd);  // bound, never listened on: the path stays
+  Start(options_on(stale));
+  EXPECT_TRUE(answers(stale));
 }
 
 TEST_F(SecurityTest, BadSecurityOptionsAreRefusedAtStart) {
