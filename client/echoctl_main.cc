@@ -33,6 +33,7 @@
 // Flags are parsed by CLI11: `echoctl CMD --help` lists a command's flags;
 // usage errors print one line and exit 2; byte sizes accept 10GiB, 512MiB
 // or 1e10; global flags may also follow the command.
+#include <algorithm>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -42,6 +43,7 @@
 #include "client/echoctl_commands.h"
 #include "client/planner_client.h"
 #include "planner/byte_size.h"
+#include "planner/recompute/plan.h"
 
 #ifndef ECHO_VERSION
 #define ECHO_VERSION "dev"
@@ -182,6 +184,7 @@ struct Parsed {
   std::vector<CLI::Option*> memory_limit_options;
   std::vector<CLI::Option*> overhead_options;
   std::vector<CLI::Option*> reserved_options;
+  CLI::Option* timeout_option = nullptr;
   CLI::App* health = nullptr;
   CLI::App* register_graph = nullptr;
   CLI::App* estimate = nullptr;
@@ -234,10 +237,12 @@ void AddGlobalFlags(CLI::App& app, Parsed& parsed) {
                  "echod address: host:port or unix:///path")
       ->envname("ECHO_SERVER")
       ->capture_default_str();
-  app.add_option("--timeout_seconds", parsed.client_options.timeout_seconds,
-                 "RPC deadline")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
+  parsed.timeout_option =
+      app.add_option("--timeout_seconds", parsed.client_options.timeout_seconds,
+                     "RPC deadline (policy optimal: at least its solver time "
+                     "limit plus 30 s unless given)")
+          ->check(CLI::PositiveNumber)
+          ->capture_default_str();
   echo::client::ClientCredentialFiles& files = parsed.credential_files;
   app.add_option("--tls_ca_file", files.tls_ca_file,
                  "PEM CA of echod's certificate: speak TLS")
@@ -412,6 +417,21 @@ bool Resolve(const Parsed& parsed, EchoctlFlags& flags) {
   return true;
 }
 
+// The RPC deadline: --timeout_seconds when given; for policy OPTIMAL at
+// least its solver time limit (the planner's default when 0) plus 30 s, so
+// that the default deadline does not cut the solver's default limit short.
+double DeadlineSeconds(const Parsed& parsed, const EchoctlFlags& flags) {
+  const double given = parsed.client_options.timeout_seconds;
+  if (parsed.timeout_option->count() > 0 ||
+      flags.policy != v1::RECOMPUTE_POLICY_OPTIMAL) {
+    return given;
+  }
+  const double solver = flags.solver_time_limit_seconds > 0
+                            ? flags.solver_time_limit_seconds
+                            : echo::planner::kDefaultSolverTimeLimitSeconds;
+  return std::max(given, solver + 30);
+}
+
 int Dispatch(const Parsed& parsed, echo::client::PlannerClient& client,
              const EchoctlFlags& flags) {
   namespace c = echo::client;
@@ -463,6 +483,7 @@ int main(int argc, char** argv) {
   }
   if (!Resolve(parsed, flags)) return kUsageExitCode;
   echo::client::ClientOptions client_options = parsed.client_options;
+  client_options.timeout_seconds = DeadlineSeconds(parsed, flags);
   if (absl::Status loaded = echo::client::LoadCredentialFiles(
           parsed.credential_files, &client_options);
       !loaded.ok()) {

@@ -52,6 +52,14 @@ ok = (plan["feasible"] and plan["policy"] == "RECOMPUTE_POLICY_AUTO"
       and "stash_tensor_ids" in plan and "peak_lower_bound_bytes" in plan)
 sys.exit(0 if ok else 1)
 PY
+# OPTIMAL's deadline: a given --timeout_seconds holds (without one, echoctl
+# waits for the solver's limit plus 30 s). VGG19 at 0.8x runs to its limit.
+start_time=$SECONDS
+ctl plan --graph "$data/checkmate/vgg19_b256_train.json" --policy optimal \
+  --memory_limit_bytes 13646587494 --solver_time_limit_seconds 30 --timeout_seconds 1 \
+  >/dev/null 2>"$work/deadline.err"
+check "OPTIMAL: a given --timeout_seconds is the deadline" \
+  bash -c "grep -q DEADLINE_EXCEEDED '$work/deadline.err' && test $((SECONDS - start_time)) -lt 10"
 ctl plan --graph "$vgg" --policy Chen_Sqrt >"$work/plan.txt"
 check "policy names are case-insensitive" grep -q "policy: chen_sqrt" "$work/plan.txt"
 ctl plan --graph "$vgg" --policy bogus 2>"$work/err.txt" >/dev/null
