@@ -14,6 +14,7 @@
 #include "planner/status_macros.h"
 #include "server/call_context.h"
 #include "server/guarded_call.h"
+#include "server/log_text.h"
 #include "server/planner_service.h"
 #include "server/request_codec.h"
 #include "server/status_map.h"
@@ -140,10 +141,11 @@ void PlannerService::Complete(const RawCall& call, const absl::Status& status) {
   }
   if (status.ok()) {
     spdlog::debug("{} from {}: OK in {:.3f} ms", call.method,
-                  call.context->peer(), seconds * 1e3);
+                  LogText(call.context->peer()), seconds * 1e3);
   } else {
     spdlog::warn("{} from {}: {} in {:.3f} ms", call.method,
-                 call.context->peer(), status.ToString(), seconds * 1e3);
+                 LogText(call.context->peer()), LogText(status.ToString()),
+                 seconds * 1e3);
   }
   call.reactor->Finish(grpc_status);
 }

@@ -1,8 +1,10 @@
 // echod in-process on 127.0.0.1:0: EstimateMemory, health, metrics, bad input
 // and drain, through the C++ client library.
+#include <algorithm>
 #include <future>
 #include <limits>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -16,6 +18,8 @@
 #include "loopback_server.h"
 #include "planner/memory_simulator.h"
 #include "server/echo_server.h"
+#include "spdlog/sinks/ostream_sink.h"
+#include "spdlog/spdlog.h"
 #include "tests/unit/test_util.h"
 
 namespace echo {
@@ -114,6 +118,27 @@ TEST_F(ServerTest, MalformedGraphIsInvalidArgumentNamingTheOp) {
 
   // Still serving.
   EXPECT_TRUE(client_->EstimateMemory(Vgg16Request()).ok());
+}
+
+// Issue 23: ids with newlines and escape sequences went raw into the log,
+// so a caller could forge log lines.
+TEST_F(ServerTest, CallerTextIsEscapedInTheLog) {
+  std::ostringstream captured;
+  const std::shared_ptr<spdlog::logger> previous = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+      "capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(captured)));
+  v1::EstimateMemoryRequest request = Vgg16Request();
+  request.mutable_graph()->mutable_ops(3)->set_input_ids(
+      0, "x\n[error] forged line\x1b[31m");
+  const auto response = client_->EstimateMemory(request);
+  spdlog::set_default_logger(previous);
+  ASSERT_EQ(response.status().code(), absl::StatusCode::kInvalidArgument);
+  const std::string log = captured.str();
+  ASSERT_THAT(log, HasSubstr("EstimateMemory from"));
+  // One line, the id's newline and escape written as text.
+  EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), 1) << log;
+  EXPECT_THAT(log, HasSubstr("x\\n[error] forged line\\x1b[31m"));
+  EXPECT_EQ(log.find('\x1b'), std::string::npos);
 }
 
 TEST_F(ServerTest, OversizedRequestIsResourceExhaustedAndServerKeepsServing) {
