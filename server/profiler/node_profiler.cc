@@ -96,15 +96,20 @@ absl::StatusOr<std::unique_ptr<NodeProfiler>> NodeProfiler::Create(
         ")"));
   }
   std::string cache_path;
+  std::string cache_dir_error;
   if (!options.cache_dir.empty()) {
     std::error_code error;
     std::filesystem::create_directories(options.cache_dir, error);
     if (error) {
-      return absl::FailedPreconditionError(
+      // A full or read-only disk does not stop echod: the cache lives in
+      // memory only, and says so.
+      cache_dir_error =
           absl::StrCat("cannot create profile cache directory ",
-                       options.cache_dir, ": ", error.message()));
+                       options.cache_dir, ": ", error.message(),
+                       "; the profile cache is in memory only (lost at exit)");
+    } else {
+      cache_path = absl::StrCat(options.cache_dir, "/", kCacheFileName);
     }
-    cache_path = absl::StrCat(options.cache_dir, "/", kCacheFileName);
   }
   GpuDiscovery discovery = DiscoverGpus();
   if (timer == nullptr) timer = MakeGpuOpTimer(discovery);
@@ -112,6 +117,7 @@ absl::StatusOr<std::unique_ptr<NodeProfiler>> NodeProfiler::Create(
       new NodeProfiler(std::move(options), std::move(discovery),
                        std::move(timer), std::move(cache_path), registry));
   profiler->load_report_ = profiler->cache_.Load();
+  if (!cache_dir_error.empty()) profiler->load_report_.error = cache_dir_error;
   const CacheLoadReport& report = profiler->load_report_;
   if (!report.error.empty()) {
     spdlog::warn("{}", report.error);

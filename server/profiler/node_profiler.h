@@ -52,8 +52,9 @@ class NodeProfiler : public planner::ProfiledTimes {
   // timer == nullptr: the CUDA timer when built with CUDA and a GPU is
   // present, else none (ProfileOps then fails with FAILED_PRECONDITION).
   // `registry` nullptr: metrics go to a private registry. Errors:
-  // INVALID_ARGUMENT for bad options, FAILED_PRECONDITION when cache_dir
-  // cannot be created. A corrupt cache file is logged and ignored.
+  // INVALID_ARGUMENT for bad options. A cache_dir that cannot be created
+  // (the cache is then in memory only) and a corrupt cache file are logged
+  // and reported in cache_load_report().
   static absl::StatusOr<std::unique_ptr<NodeProfiler>> Create(
       NodeProfilerOptions options, prometheus::Registry* registry,
       std::unique_ptr<OpTimer> timer = nullptr);

@@ -458,13 +458,22 @@ TEST(NodeProfilerOptionsTest, RejectsBadOptions) {
           .status()
           .code(),
       absl::StatusCode::kInvalidArgument);
-  options = NodeProfilerOptions{};
-  options.cache_dir = "/proc/echo_cannot_create_here";
-  EXPECT_EQ(
-      NodeProfiler::Create(options, nullptr, std::make_unique<FakeOpTimer>())
-          .status()
-          .code(),
-      absl::StatusCode::kFailedPrecondition);
+}
+
+// Issue 23: echod did not start when the cache directory could not be made
+// (a full or read-only disk), even with profiling off.
+TEST(NodeProfilerCacheTest, AnUncreatableDirectoryLeavesTheCacheInMemory) {
+  for (bool profiling : {false, true}) {
+    NodeProfilerOptions options;
+    options.enable_profiling = profiling;
+    options.cache_dir = "/proc/echo_cannot_create_here";
+    absl::StatusOr<std::unique_ptr<NodeProfiler>> profiler =
+        NodeProfiler::Create(options, nullptr, std::make_unique<FakeOpTimer>());
+    ASSERT_TRUE(profiler.ok()) << profiler.status();
+    EXPECT_THAT((*profiler)->cache_load_report().error,
+                HasSubstr("in memory only"));
+    EXPECT_EQ((*profiler)->cache_entries(), 0);
+  }
 }
 
 // ------------------------------------------------------------ discovery
