@@ -150,6 +150,8 @@ MODEL_NAMES = ("gpt2", "llama-gqa", "bert-mlm", "t5", "nn-transformer-encoder",
                "nn-lstm-seq2seq")
 # timm's, in the vision venv (make python-vision-venv): --models with these.
 TIMM_NAMES = ("timm-vit-s", "timm-resnet18", "timm-convnext-atto")
+# Families the suite does not test (bench_unseen.py), on request.
+UNSEEN_NAMES = ("qwen2", "gpt-neox")
 OVERHEADS = (0.05, 0.10, 0.20)
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_OUT = os.path.join(HERE, "users")
@@ -300,6 +302,18 @@ def build(name, size: Size) -> Bench:
         labels = torch.randint(0, size.vocab, (size.batch, size.seq // 4))
         return _hf(transformers.T5ForConditionalGeneration(config), size, input_ids=x,
                    labels=labels, use_cache=False)
+    if name == "qwen2":
+        config = transformers.Qwen2Config(
+            num_hidden_layers=size.layers, hidden_size=size.hidden, intermediate_size=ffn,
+            num_attention_heads=size.heads, num_key_value_heads=size.heads // 2,
+            vocab_size=size.vocab, max_position_embeddings=size.seq)
+        return _hf(transformers.Qwen2ForCausalLM(config), size, input_ids=x, use_cache=False)
+    if name == "gpt-neox":
+        config = transformers.GPTNeoXConfig(
+            num_hidden_layers=size.layers, hidden_size=size.hidden, intermediate_size=ffn,
+            num_attention_heads=size.heads, vocab_size=size.vocab,
+            max_position_embeddings=size.seq)
+        return _hf(transformers.GPTNeoXForCausalLM(config), size, input_ids=x, use_cache=False)
     raise ValueError(f"unknown model {name!r}")
 
 
@@ -821,7 +835,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--server", help="a running echod (default: start one)")
     parser.add_argument("--models", default=",".join(MODEL_NAMES),
-                        help="comma-separated, from " + ",".join(MODEL_NAMES + TIMM_NAMES))
+                        help="comma-separated, from " + ",".join(MODEL_NAMES + TIMM_NAMES + UNSEEN_NAMES))
     for field in dataclasses.fields(Size):
         parser.add_argument(f"--{field.name}", type=int, default=field.default)
     parser.add_argument("--runs", type=int, default=2, help="timed steps per point")
@@ -839,7 +853,7 @@ def main(argv=None):
         return 0
     names = [n.strip() for n in args.models.split(",") if n.strip()]
     for n in names:
-        if n not in MODEL_NAMES + TIMM_NAMES:
+        if n not in MODEL_NAMES + TIMM_NAMES + UNSEEN_NAMES:
             parser.error(f"unknown model {n!r}")
     size = Size(**{f.name: getattr(args, f.name) for f in dataclasses.fields(Size)})
     torch.set_num_threads(2)
