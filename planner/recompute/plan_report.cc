@@ -196,9 +196,7 @@ absl::StatusOr<RecomputePlan> BuildPlanFromSchedule(
   for (OpIndex o = 0; o < graph.num_ops(); ++o) {
     plan.baseline_compute_cost += op_costs[o];
   }
-  for (const Execution& e : schedule) {
-    if (e.recompute) plan.recompute_cost += op_costs[e.op];
-  }
+  plan.recompute_cost = RecomputeCost(op_costs, schedule);
   plan.recompute_overhead_ratio =
       plan.baseline_compute_cost > 0
           ? plan.recompute_cost / plan.baseline_compute_cost

@@ -161,6 +161,15 @@ double RecomputeCost(const RecomputeProblem& problem,
   return cost;
 }
 
+double RecomputeCost(const std::vector<double>& op_costs,
+                     const Schedule& schedule) {
+  double cost = 0;
+  for (const Execution& e : schedule) {
+    if (e.recompute) cost += op_costs[e.op];
+  }
+  return cost;
+}
+
 RecomputeSet RecomputeSetOfSchedule(const Graph& graph,
                                     const Schedule& schedule) {
   RecomputeSet recompute(graph.num_ops(), 0);

@@ -97,6 +97,10 @@ int32_t RecomputeChainDepth(const RecomputeProblem& problem,
 double RecomputeCost(const RecomputeProblem& problem,
                      const RecomputeChoice& plan);
 
+// Sum of op costs over a schedule's recomputations.
+double RecomputeCost(const std::vector<double>& op_costs,
+                     const Schedule& schedule);
+
 }  // namespace echo::planner
 
 #endif  // ECHO_PLANNER_RECOMPUTE_RECOMPUTE_PROBLEM_H_

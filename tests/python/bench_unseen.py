@@ -25,10 +25,10 @@ import argparse
 import sys
 
 import torch
-import torch.nn as nn
 
 import harness
 import servers
+import test_third_party
 from echo_torch import optimize, report
 
 VOCAB, BATCH, LENGTH = 4096, 4, 64
@@ -40,24 +40,14 @@ def _language_model(cls_name, config_name, **config):
     import transformers
     model = getattr(transformers, cls_name)(getattr(transformers, config_name)(**config))
     x = torch.randint(0, VOCAB, (BATCH, LENGTH))
-    return harness.Case(model.train(), kwargs=dict(input_ids=x, labels=x),
-                        loss_of=lambda out: out.loss)
-
-
-class _Classify(nn.Module):
-    def __init__(self, body, features, classes=10):
-        super().__init__()
-        self.body = body
-        self.head = nn.Linear(features, classes)
-
-    def forward(self, x, y):
-        return nn.functional.cross_entropy(self.head(self.body(x)), y)
+    return test_third_party._hf_case(model, input_ids=x, labels=x)
 
 
 def _image_model(name, image):
     import timm
     body = timm.create_model(name, pretrained=False, num_classes=0)
-    return harness.Case(_Classify(body, body.num_features).train(),
+    model = test_third_party._Classify(body, body.num_features, 10)
+    return harness.Case(model.train(),
                         (torch.randn(8, 3, image, image), torch.randint(0, 10, (8,))))
 
 

@@ -327,7 +327,7 @@ class _Converter:
         ones in argument order, then storage bases of views) and its proto."""
         views, written = ops.aliasing(node.target)
         getitems = {u.args[1]: u for u in node.users if ops.is_getitem(u.target)}
-        multi, out_metas = output_metas(node, node_meta(node), getitems)
+        multi, out_metas = output_metas(node, node_meta(node), getitems, views)
         if views is None:
             views = [False] * len(out_metas)
         # A list return (split, unbind) is one schema return for many outputs.

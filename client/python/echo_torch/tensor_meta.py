@@ -7,7 +7,7 @@ from typing import List, Optional, Tuple
 import torch
 import torch.fx as fx
 
-from echo_torch import ops, proto
+from echo_torch import proto
 
 _pb = proto.graph_pb2
 
@@ -79,10 +79,10 @@ def shape_of(arg):
     return meta.shape if meta is not None else None
 
 
-def output_metas(node, meta, getitems):
+def output_metas(node, meta, getitems, views):
     """(multi, per-output metas) of a call node: several outputs when the
-    node has no single meta and is read through getitems or returns many."""
-    views, _ = ops.aliasing(node.target)
+    node has no single meta and is read through getitems or returns many
+    (`views`: ops.aliasing's per-return view flags, None when unknown)."""
     multi = meta is None and (bool(getitems) or views is None or len(views) > 1)
     if not multi:
         return False, [meta]

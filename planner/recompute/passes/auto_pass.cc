@@ -56,9 +56,7 @@ Evaluated SelectBest(const RecomputeProblem& problem,
         ReplaySchedule(problem.graph, e.schedule, problem.memory);
     if (!replay.ok()) return;  // cannot happen for a recompute choice
     e.peak = replay->peak_bytes;
-    for (const Execution& x : e.schedule) {
-      if (x.recompute) e.cost += problem.op_costs[x.op];
-    }
+    e.cost = RecomputeCost(problem.op_costs, e.schedule);
     if (!memory_limit.has_value() && e.cost > cost_budget) return;
     if (!plain_peak.has_value()) plain_peak = e.peak;  // the first: plain
     if (by_stash) {

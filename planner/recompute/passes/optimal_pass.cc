@@ -57,9 +57,9 @@ class OptimalPass final : public RecomputePass {
     // AUTO's plan is the floor: a solver that ends without a better one
     // (its time limit, or CBC calling a model infeasible that has a known
     // solution) answers it, never "cannot meet".
-    if (start_fits && (result.schedule.empty() ||
-                       RecomputeCost(input.problem, result.schedule) >
-                           RecomputeCost(input.problem, start.schedule))) {
+    if (start_fits &&
+        (result.schedule.empty() ||
+         RecomputeCost(input.problem.op_costs, result.schedule) > start.cost)) {
       if (result.status != "optimal") {
         output.solver_status = "time_limit_feasible";
         output.solver_bound_cost = std::min(result.bound_cost, start.cost);
@@ -74,15 +74,6 @@ class OptimalPass final : public RecomputePass {
   }
 
  private:
-  // The summed cost of a schedule's recomputations.
-  static double RecomputeCost(const RecomputeProblem& problem,
-                              const Schedule& schedule) {
-    double cost = 0;
-    for (const Execution& e : schedule) {
-      if (e.recompute) cost += problem.op_costs[e.op];
-    }
-    return cost;
-  }
   // The limit is below every schedule's peak: proven without the solver.
   static bool ProvenInfeasible(const PassInput& input) {
     return *input.options.memory_limit_bytes <
