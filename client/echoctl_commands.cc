@@ -405,6 +405,16 @@ int RunNodeInfo(PlannerClient& client, const EchoctlFlags& flags) {
             << (info.profiling_enabled() ? "enabled" : "disabled")
             << ", profile cache entries: " << info.profile_cache_entries()
             << "\n";
+  std::cout << "workers: " << info.worker_threads() << ", memory limit: "
+            << (info.memory_limit_bytes() > 0
+                    ? planner::HumanBytes(info.memory_limit_bytes())
+                    : std::string("none"))
+            << "\n";
+  std::cout << "policy OPTIMAL: "
+            << (info.optimal_unavailable_reason().empty()
+                    ? std::string("available")
+                    : "unavailable: " + info.optimal_unavailable_reason())
+            << "\n";
   std::cout << "device catalog:";
   for (const v1::DeviceSpec& device : info.device_catalog()) {
     std::cout << " " << device.name();

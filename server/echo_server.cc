@@ -70,6 +70,7 @@ absl::StatusOr<std::unique_ptr<EchoServer>> EchoServer::Start(
                options.profiler.cache_dir.empty() ? "(memory only)"
                                                   : options.profiler.cache_dir);
   ASSIGN_OR_RETURN(server->authorizer_, CallAuthorizer::Create(options.auth));
+  const HostLimits host = ReadHostLimits();
   ASSIGN_OR_RETURN(const std::optional<gid_t> socket_group,
                    ResolveGroup(options.unix_socket_group));
   server->service_ = std::make_unique<PlannerService>(
@@ -77,8 +78,17 @@ absl::StatusOr<std::unique_ptr<EchoServer>> EchoServer::Start(
           options.max_concurrent_requests, options.worker_threads,
           options.heavy_graph_ops, options.max_inline_request_bytes,
           server->authorizer_.get(), options.optimal, options.graph_cache_bytes,
-          options.answer_cache_bytes},
+          options.answer_cache_bytes, host},
       server->metrics_.get(), server->profiler_.get());
+  spdlog::info(
+      "{} CPUs usable (cgroup CPU quota {}), cgroup memory limit {}; {} "
+      "workers",
+      host.cpus,
+      host.cpu_quota.has_value() ? absl::StrCat(*host.cpu_quota) : "none",
+      host.memory_limit_bytes.has_value()
+          ? absl::StrCat(*host.memory_limit_bytes, " bytes")
+          : "none",
+      server->service_->worker_threads());
   if (absl::Status usable = server->service_->optimal_worker().CheckUsable();
       !usable.ok()) {
     // A path given explicitly must work; without the default one, only

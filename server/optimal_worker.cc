@@ -1,6 +1,7 @@
 #include "server/optimal_worker.h"
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -36,6 +37,23 @@ absl::Status ReplyStatus(const internal::MilpWorkerReply& reply) {
                       reply.message());
 }
 
+// The worker sets its hard limits to what echod asks (milp_worker_main.cc),
+// which fails when that is above echod's own hard limit (prlimit, ulimit):
+// said here, before a child starts, instead of as the child's failure.
+absl::Status CheckHardLimit(int resource, absl::string_view name,
+                            absl::string_view setting, int64_t wanted,
+                            absl::string_view fix) {
+  rlimit limit{};
+  if (::getrlimit(resource, &limit) != 0 || limit.rlim_max == RLIM_INFINITY ||
+      limit.rlim_max >= static_cast<rlim_t>(wanted)) {
+    return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "policy OPTIMAL cannot limit its solver process to ", setting,
+      ": echod itself runs under a hard ", name, " limit of ",
+      static_cast<int64_t>(limit.rlim_max), " (prlimit, ulimit); ", fix));
+}
+
 }  // namespace
 
 OptimalWorker::OptimalWorker(const OptimalWorkerOptions& options)
@@ -50,7 +68,11 @@ absl::Status OptimalWorker::CheckUsable() const {
         ", which is missing or not executable (install ", kMilpWorkerName,
         " next to echod or set --optimal_worker_path)"));
   }
-  return absl::OkStatus();
+  return CheckHardLimit(
+      RLIMIT_AS, "address-space",
+      absl::StrCat("--optimal_memory_limit_bytes=", memory_limit_bytes_),
+      memory_limit_bytes_,
+      "set --optimal_memory_limit_bytes at most that, or raise echod's limit");
 }
 
 absl::StatusOr<v1::GenerateRecomputePlanResponse> OptimalWorker::Plan(
@@ -60,6 +82,12 @@ absl::StatusOr<v1::GenerateRecomputePlanResponse> OptimalWorker::Plan(
   RETURN_IF_ERROR(CheckUsable());
   const int64_t time_limit = static_cast<int64_t>(
       std::ceil(solver_time_limit_seconds + kOptimalTimeMarginSeconds));
+  RETURN_IF_ERROR(CheckHardLimit(
+      RLIMIT_CPU, "CPU-time", absl::StrCat(time_limit + 1, " CPU seconds"),
+      time_limit + 1,
+      absl::StrCat("use a solver_time_limit_seconds ",
+                   kOptimalTimeMarginSeconds + 1,
+                   " s below it, or raise echod's limit")));
   internal::MilpWorkerRequest work;
   *work.mutable_request() = request;
   work.mutable_op_costs()->Assign(op_costs.begin(), op_costs.end());

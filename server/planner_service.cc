@@ -68,10 +68,8 @@ PlannerService::PlannerService(PlannerServiceOptions options,
       registry_(std::make_unique<GraphRegistry>(
           options_.graph_cache_bytes, options_.answer_cache_bytes, metrics)) {
   int threads = options_.worker_threads;
-  if (threads <= 0) {
-    threads =
-        std::max(2, static_cast<int>(std::thread::hardware_concurrency()));
-  }
+  if (threads <= 0) threads = std::max(1, options_.host.cpus);
+  worker_threads_ = threads;
   // Admission control already bounds the calls in flight; the queue bound
   // only makes that explicit. Workers run at a lower priority than gRPC's
   // threads: health checks answer while plans use every core.
@@ -312,6 +310,12 @@ absl::Status PlannerService::DoGetNodeInfo(grpc::CallbackServerContext*,
     adapter::NodeReportToProto(profiler_->NodeInfo(), response);
   }
   response->set_server_version(ECHO_VERSION);
+  response->set_worker_threads(worker_threads_);
+  response->set_memory_limit_bytes(
+      options_.host.memory_limit_bytes.value_or(0));
+  if (absl::Status optimal = optimal_.CheckUsable(); !optimal.ok()) {
+    response->set_optimal_unavailable_reason(std::string(optimal.message()));
+  }
   return absl::OkStatus();
 }
 

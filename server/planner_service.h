@@ -24,6 +24,7 @@
 #include "server/call_authorizer.h"
 #include "server/call_context.h"
 #include "server/graph_registry.h"
+#include "server/host_limits.h"
 #include "server/metrics.h"
 #include "server/optimal_worker.h"
 #include "server/profiler/node_profiler.h"
@@ -51,7 +52,8 @@ struct PlannerServiceOptions {
   int max_concurrent_requests = kDefaultMaxConcurrentRequests;
   // Threads of the worker pool that runs heavy requests (profiling,
   // OPTIMAL, plans and fit checks of graphs of heavy_graph_ops or more);
-  // 0: the machine's hardware threads, at least 2.
+  // 0: the CPUs echod may use (host.cpus: its affinity and its cgroup's
+  // CPU quota). OPTIMAL's children run on workers, so this also bounds them.
   int worker_threads = 0;
   int heavy_graph_ops = kDefaultHeavyGraphOps;
   // A request of more bytes is parsed, and served whatever its lane, on the
@@ -66,6 +68,8 @@ struct PlannerServiceOptions {
   // (graph_registry.h).
   int64_t graph_cache_bytes = kDefaultGraphCacheBytes;
   int64_t answer_cache_bytes = kDefaultAnswerCacheBytes;
+  // The host's CPUs and memory as echod may use them (host_limits.h).
+  HostLimits host;
 };
 
 // Every method is a raw handler: the service parses the request itself
@@ -101,6 +105,7 @@ class PlannerService final : public RawPlannerService {
   }
 
   const OptimalWorker& optimal_worker() const { return optimal_; }
+  int worker_threads() const { return worker_threads_; }
 
   grpc::ServerUnaryReactor* EstimateMemory(grpc::CallbackServerContext* context,
                                            const grpc::ByteBuffer* request,
@@ -293,6 +298,7 @@ class PlannerService final : public RawPlannerService {
   // Declared last: destroyed first, finishing what it has queued while the
   // members its tasks use are still alive.
   std::unique_ptr<WorkerPool> workers_;
+  int worker_threads_ = 0;
 };
 
 }  // namespace echo::server

@@ -229,4 +229,25 @@ kill -TERM "$echod_pid"
 wait "$echod_pid"
 echod_pid=""
 
+# Issue 23, item 2: under a hard address-space limit below
+# --optimal_memory_limit_bytes the solver's limits cannot be set. echod says
+# so at start and in node-info, and OPTIMAL is FAILED_PRECONDITION naming
+# the flag (it was INTERNAL "cannot set its limits" from every child).
+start_echod prlimit --as=3000000000 "$bin/echod" --grpc_address=127.0.0.1:0 --metrics_address=
+check "echod starts under prlimit --as" test -n "$port"
+check "the start log says OPTIMAL's limit cannot be set" \
+  grep -q "cannot limit its solver process to --optimal_memory_limit_bytes=4294967296: echod itself runs under a hard address-space limit of 3000000000" "$work/echod.log"
+ctl node-info >"$work/node.txt"
+check "node-info says why OPTIMAL is unavailable" \
+  grep -q "^policy OPTIMAL: unavailable: .*address-space limit of 3000000000" "$work/node.txt"
+check "node-info shows the workers" grep -q "^workers: [1-9]" "$work/node.txt"
+ctl plan --graph "$vgg" --policy optimal --memory_limit_bytes 13000000000 \
+  --solver_time_limit_seconds 2 >/dev/null 2>"$work/err.txt"
+check "OPTIMAL under it: FAILED_PRECONDITION naming the flag" \
+  grep -q "^echoctl: FAILED_PRECONDITION: policy OPTIMAL cannot limit its solver process to --optimal_memory_limit_bytes" "$work/err.txt"
+check "AUTO still plans under it" ctl plan --graph "$vgg" --policy AUTO --max_overhead_ratio 0.05
+kill -TERM "$echod_pid"
+wait "$echod_pid"
+echod_pid=""
+
 finish

@@ -1,5 +1,7 @@
 // Recompute policies on small hand-built graphs: exact schedules, peaks and
 // costs (hand-computed in the comments), the API's errors, the report.
+#include <sys/resource.h>
+
 #include <string>
 #include <vector>
 
@@ -441,6 +443,44 @@ TEST(RecomputePlanTest, OptimalRefusesATooBigModelBeforeBuildingIt) {
   EXPECT_EQ(PrecheckRecomputePlan(graph, testing::RelativeCosts(graph), options)
                 .code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// Issue 23, item 5: S columns count toward the size before the model is
+// built, like R columns, so a graph whose ops cannot be re-run is refused
+// in the precheck too.
+TEST(RecomputePlanTest, OptimalCountsHoldColumnsBeforeBuilding) {
+  Graph graph = testing::ParseOrFail(testing::TooBigForOptimalText(false));
+  RecomputePlanOptions options;
+  options.policy = RecomputePolicy::kOptimal;
+  options.memory_limit_bytes = 1000000;
+  const absl::Status precheck =
+      PrecheckRecomputePlan(graph, testing::RelativeCosts(graph), options);
+  EXPECT_EQ(precheck.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(precheck.message()),
+              HasSubstr("over 250000 nonzeros (solver_max_nonzeros)"));
+}
+
+// Issue 23, item 5: the model's memory follows its nonzeros, not ops^2. A
+// 30,000-op chain of ops that cannot be re-run has O(ops) nonzeros; dense
+// stage-by-op tables took 1.8 GB for it before it was refused (26 MB now).
+TEST(RecomputePlanTest, OptimalModelMemoryFollowsItsNonzeros) {
+  Graph graph = testing::ParseOrFail(testing::LongFixedChainText(30000));
+  RecomputePlanOptions options;
+  options.policy = RecomputePolicy::kOptimal;
+  options.memory_limit_bytes = 1000000;
+  options.solver_time_limit_seconds = 5;
+  struct rusage before;
+  getrusage(RUSAGE_SELF, &before);
+  const absl::StatusOr<RecomputePlan> plan =
+      GenerateRecomputePlan(graph, testing::RelativeCosts(graph), options);
+  struct rusage after;
+  getrusage(RUSAGE_SELF, &after);
+  // ru_maxrss is in KiB: the high-water mark grew by under 400 MB.
+  EXPECT_LT(after.ru_maxrss - before.ru_maxrss, 400 * 1024);
+  // It is still over the limit: refused while being built, at a few MB.
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kFailedPrecondition)
+      << plan.status();
 }
 
 TEST(RecomputePlanTest, OptimalMatchesTheHandOptimum) {

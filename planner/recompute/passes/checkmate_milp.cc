@@ -34,8 +34,7 @@ bool WarmStartValues(const RecomputeProblem& problem, const Schedule& schedule,
                      std::vector<double>& values) {
   const Graph& graph = problem.graph;
   const int32_t n = graph.num_ops();
-  std::vector<std::vector<uint8_t>> ran(n);  // ran[t][i]
-  for (int32_t t = 0; t < n; ++t) ran[t].assign(t + 1, 0);
+  std::vector<std::vector<OpIndex>> ran(n);  // ops run in stage t, sorted
   // Stage of each step: the original op at or after it.
   std::vector<int32_t> stage(schedule.size());
   int32_t next = n - 1;
@@ -64,7 +63,7 @@ bool WarmStartValues(const RecomputeProblem& problem, const Schedule& schedule,
     const Execution& e = schedule[step];
     const int32_t t = stage[step];
     if (e.op > t) return false;
-    ran[t][e.op] = 1;
+    ran[t].push_back(e.op);
     if (e.recompute) {
       const int32_t column = R(t, e.op);
       if (column < 0) return false;
@@ -80,14 +79,23 @@ bool WarmStartValues(const RecomputeProblem& problem, const Schedule& schedule,
       instances.push_back({t});
     }
   }
+  for (std::vector<OpIndex>& ops : ran) std::sort(ops.begin(), ops.end());
+  auto did_run = [&](int32_t t, OpIndex op) {
+    return std::binary_search(ran[t].begin(), ran[t].end(), op);
+  };
   // S[t,x] = 1 while an instance made before stage t is read in t or later.
-  std::vector<std::vector<uint8_t>> held(graph.num_tensors());
+  auto held = [&](TensorIndex x, int32_t t) {
+    for (int32_t id : instances_of[x]) {
+      if (instances[id].created < t && t <= instances[id].last_read) {
+        return true;
+      }
+    }
+    return false;
+  };
   for (TensorIndex x = 0; x < graph.num_tensors(); ++x) {
-    held[x].assign(n + 1, 0);
     for (int32_t id : instances_of[x]) {
       for (int32_t t = instances[id].created + 1; t <= instances[id].last_read;
            ++t) {
-        held[x][t] = 1;
         const int32_t column = S(t, x);
         if (column == kFixedZero) return false;
         if (column >= 0) values[column] = 1;
@@ -96,9 +104,9 @@ bool WarmStartValues(const RecomputeProblem& problem, const Schedule& schedule,
   }
   // FREE by its definition.
   for (const FreeColumn& f : free_columns) {
-    bool freed = ran[f.stage][f.op] && !held[f.tensor][f.stage + 1];
+    bool freed = did_run(f.stage, f.op) && !held(f.tensor, f.stage + 1);
     for (OpIndex j : graph.tensor(f.tensor).readers) {
-      if (j > f.op && j <= f.stage && ran[f.stage][j]) freed = false;
+      if (j > f.op && j <= f.stage && did_run(f.stage, j)) freed = false;
     }
     values[f.column] = freed ? 1 : 0;
   }
@@ -125,17 +133,25 @@ class CheckmateModel {
     MarkSticky();
     const Horizons horizons = ComputeHorizons(problem_);
     horizon_ = horizons.tensor;
-    RETURN_IF_ERROR(CheckRColumns(problem_, horizons.op, max_nonzeros));
+    RETURN_IF_ERROR(CheckModelSize(problem_, horizons, max_nonzeros));
     AddRecomputeColumns(horizons.op);
     AddHoldColumns();
-    RETURN_IF_ERROR(AddPresenceRows());
+    RETURN_IF_ERROR(AddPresenceRows(max_nonzeros));
     return AddMemoryRows(max_nonzeros);
   }
 
   // R[t,i]: op i runs in stage t; S[t,x]: x is held at the start of stage
   // t. A column id, or kFixedZero / kFixedOne.
   int32_t R(int32_t t, OpIndex i) const {
-    return i > t ? kFixedZero : r_column_[t][i];
+    if (i > t) return kFixedZero;
+    if (i == t) return kFixedOne;
+    const size_t offset = static_cast<size_t>(t - i - 1);
+    return offset < r_column_[i].size() ? r_column_[i][offset] : kFixedZero;
+  }
+  // The ops that may run in stage t (R[t,i] not fixed at zero), ascending;
+  // the last is t.
+  const std::vector<OpIndex>& StageOps(int32_t t) const {
+    return stage_ops_[t];
   }
   int32_t S(int32_t t, TensorIndex x) const {
     if (sticky_[x] || t < s_first_[x] || t > horizon_[x]) return kFixedZero;
@@ -170,33 +186,31 @@ class CheckmateModel {
   }
 
   // R[t,i] for i < t while op i's outputs may still be read; R[t,t] = 1.
+  // Stored per op over its stages, so memory follows the columns, not n^2.
   void AddRecomputeColumns(const std::vector<int32_t>& op_horizon) {
     r_column_.resize(n_);
-    for (int32_t t = 0; t < n_; ++t) {
-      std::vector<int32_t>& columns = r_column_[t];
-      columns.assign(t + 1, kFixedZero);
-      columns[t] = kFixedOne;
-      for (OpIndex i = 0; i < t; ++i) {
-        // Checkmate's model re-makes every output: ops whose re-execution
-        // makes fewer (Op::recompute_outputs) are not re-run.
-        const Op& op = graph_.op(i);
-        if (problem_.can_clone[i] && op_horizon[i] >= t &&
-            op.recompute_outputs == static_cast<int32_t>(op.outputs.size())) {
-          columns[i] = milp_.AddColumn(0, 1, problem_.op_costs[i] * cost_scale_,
-                                       true, absl::StrCat("R_", t, "_", i));
-        }
+    stage_ops_.resize(n_);
+    for (OpIndex i = 0; i < n_; ++i) {
+      if (!HasRecomputeColumns(problem_, i)) continue;
+      for (int32_t t = i + 1; t <= op_horizon[i]; ++t) {
+        r_column_[i].push_back(
+            milp_.AddColumn(0, 1, problem_.op_costs[i] * cost_scale_, true,
+                            absl::StrCat("R_", t, "_", i)));
+        stage_ops_[t].push_back(i);
       }
     }
+    for (int32_t t = 0; t < n_; ++t) stage_ops_[t].push_back(t);
   }
 
   // S[t,x] from the stage after x is made up to its horizon.
   void AddHoldColumns() {
     s_column_.resize(graph_.num_tensors());
     s_first_.assign(graph_.num_tensors(), n_ + 1);
+    stage_held_.resize(n_);
     for (TensorIndex x = 0; x < graph_.num_tensors(); ++x) {
       const Tensor& tensor = graph_.tensor(x);
       if (sticky_[x] || horizon_[x] < 0) continue;
-      const int32_t first = tensor.producer == kNoOp ? 0 : tensor.producer + 1;
+      const int32_t first = FirstHoldStage(tensor);
       s_first_[x] = first;
       for (int32_t t = first; t <= horizon_[x]; ++t) {
         if (tensor.producer == kNoOp && t == 0) {
@@ -205,15 +219,18 @@ class CheckmateModel {
           s_column_[x].push_back(
               milp_.AddColumn(0, 1, 0, true, absl::StrCat("S_", t, "_", x)));
         }
+        if (t < n_) stage_held_[t].push_back(x);
       }
     }
   }
 
   // (a) inputs present; (b) held only if held or computed before.
-  absl::Status AddPresenceRows() {
+  absl::Status AddPresenceRows(int64_t max_nonzeros) {
     for (int32_t t = 0; t < n_; ++t) {
-      for (OpIndex i = 0; i <= t; ++i) {
-        if (R(t, i) == kFixedZero) continue;
+      if (milp_.nonzeros() > max_nonzeros) {
+        return MilpTooBigError(n_, max_nonzeros);
+      }
+      for (OpIndex i : stage_ops_[t]) {
         for (TensorIndex x : graph_.DistinctInputs(i)) {
           if (sticky_[x]) continue;
           Row row;  // R[t,i] - R[t,p] - S[t,x] <= 0
@@ -250,10 +267,7 @@ class CheckmateModel {
   absl::Status AddMemoryRows(int64_t max_nonzeros) {
     double sticky_before = always_;
     for (int32_t t = 0; t < n_; ++t) {
-      std::vector<OpIndex> ops;
-      for (OpIndex k = 0; k <= t; ++k) {
-        if (R(t, k) != kFixedZero) ops.push_back(k);
-      }
+      const std::vector<OpIndex>& ops = stage_ops_[t];
       int32_t previous_u = kFixedZero;
       std::vector<std::pair<TensorIndex, int32_t>> previous_frees;
       for (size_t position = 0; position < ops.size(); ++position) {
@@ -283,10 +297,7 @@ class CheckmateModel {
     Row row;
     row.Add(u, 1);
     if (first) {
-      for (TensorIndex x = 0; x < graph_.num_tensors(); ++x) {
-        const int32_t s = S(t, x);
-        if (s != kFixedZero) row.Add(s, -Mem(x));
-      }
+      for (TensorIndex x : stage_held_[t]) row.Add(S(t, x), -Mem(x));
     } else {
       row.Add(previous_u, -1);
       for (const auto& [x, free] : previous_frees) row.Add(free, Mem(x));
@@ -354,8 +365,10 @@ class CheckmateModel {
   double always_ = 0;                // sticky bytes from the start
   std::vector<double> sticky_made_;  // sticky outputs made by op t
   std::vector<int32_t> horizon_;
-  std::vector<std::vector<int32_t>> r_column_;
-  std::vector<std::vector<int32_t>> s_column_;
+  std::vector<std::vector<int32_t>> r_column_;  // [i][t - i - 1]
+  std::vector<std::vector<OpIndex>> stage_ops_;
+  std::vector<std::vector<int32_t>> s_column_;  // [x][t - s_first_[x]]
+  std::vector<std::vector<TensorIndex>> stage_held_;
   std::vector<int32_t> s_first_;
   std::vector<FreeColumn> free_columns_;
   MilpBuilder milp_;
@@ -422,7 +435,8 @@ OptimalRecompute::Result Solve(const CheckmateModel& model,
   if (has_solution) {
     objective_cost = cbc.getObjValue() / model.cost_scale();
     for (int32_t t = 0; t < n; ++t) {
-      for (OpIndex i = 0; i < t; ++i) {
+      for (OpIndex i : model.StageOps(t)) {
+        if (i == t) continue;
         const int32_t column = model.R(t, i);
         if (column >= 0 && solution[column] > 0.5) {
           result.schedule.push_back({i, true});
@@ -443,8 +457,8 @@ OptimalRecompute::Result Solve(const CheckmateModel& model,
 
 absl::Status OptimalRecompute::CheckModelSize(
     const RecomputeProblem& problem) const {
-  return CheckRColumns(problem, ComputeHorizons(problem).op,
-                       options_.max_nonzeros);
+  return planner::CheckModelSize(problem, ComputeHorizons(problem),
+                                 options_.max_nonzeros);
 }
 
 absl::StatusOr<OptimalRecompute::Result> OptimalRecompute::Run(

@@ -43,14 +43,40 @@ absl::Status MilpTooBigError(int32_t ops, int64_t max_nonzeros) {
                    max_nonzeros, " nonzeros (solver_max_nonzeros); use AUTO"));
 }
 
-absl::Status CheckRColumns(const RecomputeProblem& problem,
-                           const std::vector<int32_t>& op_horizon,
-                           int64_t max_nonzeros) {
-  int64_t r_columns = 0;
-  for (OpIndex i = 0; i < problem.num_ops(); ++i) {
-    if (problem.can_clone[i]) r_columns += std::max(0, op_horizon[i] - i);
+bool HasRecomputeColumns(const RecomputeProblem& problem, OpIndex i) {
+  const Op& op = problem.graph.op(i);
+  return problem.can_clone[i] &&
+         op.recompute_outputs == static_cast<int32_t>(op.outputs.size());
+}
+
+int32_t FirstHoldStage(const Tensor& tensor) {
+  return tensor.producer == kNoOp ? 0 : tensor.producer + 1;
+}
+
+MilpColumns CountColumns(const RecomputeProblem& problem,
+                         const Horizons& horizons) {
+  const Graph& graph = problem.graph;
+  MilpColumns columns;
+  for (OpIndex i = 0; i < graph.num_ops(); ++i) {
+    if (HasRecomputeColumns(problem, i)) {
+      columns.recompute += std::max(0, horizons.op[i] - i);
+    }
   }
-  if (r_columns > max_nonzeros) {
+  for (TensorIndex x = 0; x < graph.num_tensors(); ++x) {
+    const Tensor& tensor = graph.tensor(x);
+    if (IsSticky(tensor) || horizons.tensor[x] < 0) continue;
+    // A graph input is held at stage 0 as a constant, not a column.
+    const int32_t first_column =
+        FirstHoldStage(tensor) + (tensor.producer == kNoOp ? 1 : 0);
+    columns.hold += std::max(0, horizons.tensor[x] - first_column + 1);
+  }
+  return columns;
+}
+
+absl::Status CheckModelSize(const RecomputeProblem& problem,
+                            const Horizons& horizons, int64_t max_nonzeros) {
+  const MilpColumns columns = CountColumns(problem, horizons);
+  if (columns.recompute + columns.hold > max_nonzeros) {
     return MilpTooBigError(problem.num_ops(), max_nonzeros);
   }
   return absl::OkStatus();

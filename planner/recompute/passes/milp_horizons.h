@@ -31,11 +31,29 @@ Horizons ComputeHorizons(const RecomputeProblem& problem);
 // 6), not the overload code.
 absl::Status MilpTooBigError(int32_t ops, int64_t max_nonzeros);
 
-// Every R column is a nonzero of some row: refuses a model that is too big
-// from that count, in O(n), before O(n^2) columns are allocated.
-absl::Status CheckRColumns(const RecomputeProblem& problem,
-                           const std::vector<int32_t>& op_horizon,
-                           int64_t max_nonzeros);
+// Op i has R columns (re-runs in stages up to its horizon) when it can be
+// cloned and its re-run makes every output: Checkmate's model re-makes
+// every output, so ops that make fewer (Op::recompute_outputs) are not re-run.
+bool HasRecomputeColumns(const RecomputeProblem& problem, OpIndex i);
+
+// The first stage that may hold a non-sticky tensor (S columns run from it
+// to the tensor's horizon): 0 for graph inputs, else the stage after its
+// producer.
+int32_t FirstHoldStage(const Tensor& tensor);
+
+// The model's binaries, counted in O(graph) without allocating any.
+struct MilpColumns {
+  int64_t recompute = 0;  // R[t,i], i < t
+  int64_t hold = 0;       // S[t,x]
+};
+MilpColumns CountColumns(const RecomputeProblem& problem,
+                         const Horizons& horizons);
+
+// Refuses a model that is too big before anything of it is allocated. Each R
+// column comes with its stage's U column and each S column with its hold
+// row, so R + S columns is a lower bound on the nonzeros.
+absl::Status CheckModelSize(const RecomputeProblem& problem,
+                            const Horizons& horizons, int64_t max_nonzeros);
 
 }  // namespace echo::planner
 
