@@ -45,19 +45,18 @@ absl::StatusOr<std::unique_ptr<EchoServer>> EchoServer::Start(
   server->registry_ = std::make_shared<prometheus::Registry>();
   server->metrics_ = std::make_unique<ServerMetrics>(server->registry_);
   if (!options.metrics_address.empty()) {
-    try {
-      server->exposer_ =
-          std::make_unique<prometheus::Exposer>(options.metrics_address);
-    } catch (const std::exception& e) {
-      return absl::UnavailableError(absl::StrCat(
-          "cannot serve metrics on ", options.metrics_address, ": ", e.what()));
+    absl::StatusOr<std::unique_ptr<MetricsHttpServer>> metrics_server =
+        MetricsHttpServer::Start(options.metrics_address, server->registry_);
+    if (!metrics_server.ok()) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot serve metrics on ", options.metrics_address,
+                       ": ", metrics_server.status().message()));
     }
-    server->exposer_->RegisterCollectable(server->registry_);
-    const std::vector<int> ports = server->exposer_->GetListeningPorts();
+    server->metrics_server_ = std::move(*metrics_server);
     const std::string host =
         options.metrics_address.substr(0, options.metrics_address.rfind(':'));
     server->metrics_endpoint_ =
-        absl::StrCat(host, ":", ports.empty() ? 0 : ports.front());
+        absl::StrCat(host, ":", server->metrics_server_->port());
   }
 
   ASSIGN_OR_RETURN(

@@ -9,9 +9,9 @@
 
 #include "absl/status/statusor.h"
 #include "grpcpp/server.h"
-#include "prometheus/exposer.h"
 #include "server/call_authorizer.h"
 #include "server/metrics.h"
+#include "server/metrics_http.h"
 #include "server/planner_service.h"
 #include "server/profiler/node_profiler.h"
 #include "server/transport_security.h"
@@ -74,7 +74,7 @@ class EchoServer {
   ServerOptions options_;
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<ServerMetrics> metrics_;
-  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::unique_ptr<MetricsHttpServer> metrics_server_;
   std::unique_ptr<NodeProfiler> profiler_;
   std::unique_ptr<CallAuthorizer> authorizer_;
   std::unique_ptr<PlannerService> service_;

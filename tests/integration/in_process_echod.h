@@ -15,8 +15,8 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "http_get.h"
-#include "prometheus/exposer.h"
 #include "server/metrics.h"
+#include "server/metrics_http.h"
 #include "server/planner_service.h"
 #include "server/profiler/node_profiler.h"
 #include "tests/unit/test_util.h"
@@ -30,8 +30,8 @@ class Echod {
         std::unique_ptr<server::OpTimer> timer = nullptr)
       : registry_(std::make_shared<prometheus::Registry>()),
         metrics_(registry_),
-        exposer_("127.0.0.1:0") {
-    exposer_.RegisterCollectable(registry_);
+        metrics_server_(ValueOrFail(
+            server::MetricsHttpServer::Start("127.0.0.1:0", registry_))) {
     server::NodeProfilerOptions profiler_options;
     profiler_options.enable_profiling = timer != nullptr;
     profiler_ = ValueOrFail(server::NodeProfiler::Create(
@@ -60,9 +60,8 @@ class Echod {
     return client::PlannerClient(options);
   }
   std::string Metrics() const {
-    return HttpGet(
-        absl::StrCat("127.0.0.1:", exposer_.GetListeningPorts().front()),
-        "/metrics");
+    return HttpGet(absl::StrCat("127.0.0.1:", metrics_server_->port()),
+                   "/metrics");
   }
 
   // Sends `bytes` as the request of `method` (e.g. "EstimateMemory"),
@@ -86,7 +85,7 @@ class Echod {
  private:
   std::shared_ptr<prometheus::Registry> registry_;
   server::ServerMetrics metrics_;
-  prometheus::Exposer exposer_;
+  std::unique_ptr<server::MetricsHttpServer> metrics_server_;
   std::unique_ptr<server::NodeProfiler> profiler_;
   std::unique_ptr<server::PlannerService> service_;
   std::unique_ptr<grpc::Server> server_;
