@@ -409,7 +409,8 @@ int RunNodeInfo(PlannerClient& client, const EchoctlFlags& flags) {
             << (info.memory_limit_bytes() > 0
                     ? planner::HumanBytes(info.memory_limit_bytes())
                     : std::string("none"))
-            << "\n";
+            << ", for requests: "
+            << planner::HumanBytes(info.request_memory_bytes()) << "\n";
   std::cout << "policy OPTIMAL: "
             << (info.optimal_unavailable_reason().empty()
                     ? std::string("available")

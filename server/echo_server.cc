@@ -72,22 +72,37 @@ absl::StatusOr<std::unique_ptr<EchoServer>> EchoServer::Start(
   const HostLimits host = ReadHostLimits();
   ASSIGN_OR_RETURN(const std::optional<gid_t> socket_group,
                    ResolveGroup(options.unix_socket_group));
+  const PlannerServiceOptions service_options{options.max_concurrent_requests,
+                                              options.worker_threads,
+                                              options.heavy_graph_ops,
+                                              options.max_inline_request_bytes,
+                                              server->authorizer_.get(),
+                                              options.optimal,
+                                              options.graph_cache_bytes,
+                                              options.answer_cache_bytes,
+                                              host,
+                                              options.memory_budget_bytes};
+  if (const int64_t requests = RequestMemoryBytes(service_options);
+      requests < kMinRequestMemoryBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--memory_budget_bytes: the budget leaves ", requests >> 20,
+        " MiB for requests after --graph_cache_bytes, --answer_cache_bytes "
+        "and echod's own ",
+        kServerBaseBytes >> 20, " MiB (at least ", kMinRequestMemoryBytes >> 20,
+        " MiB needed): raise it or lower the caches"));
+  }
   server->service_ = std::make_unique<PlannerService>(
-      PlannerServiceOptions{
-          options.max_concurrent_requests, options.worker_threads,
-          options.heavy_graph_ops, options.max_inline_request_bytes,
-          server->authorizer_.get(), options.optimal, options.graph_cache_bytes,
-          options.answer_cache_bytes, host},
-      server->metrics_.get(), server->profiler_.get());
+      service_options, server->metrics_.get(), server->profiler_.get());
   spdlog::info(
       "{} CPUs usable (cgroup CPU quota {}), cgroup memory limit {}; {} "
-      "workers",
+      "workers; {} MiB of memory for requests in flight",
       host.cpus,
       host.cpu_quota.has_value() ? absl::StrCat(*host.cpu_quota) : "none",
       host.memory_limit_bytes.has_value()
           ? absl::StrCat(*host.memory_limit_bytes, " bytes")
           : "none",
-      server->service_->worker_threads());
+      server->service_->worker_threads(),
+      server->service_->memory_budget().capacity_bytes() >> 20);
   if (absl::Status usable = server->service_->optimal_worker().CheckUsable();
       !usable.ok()) {
     // A path given explicitly must work; without the default one, only

@@ -31,6 +31,8 @@ struct ServerOptions {
   // The graph registry's and the answer cache's bounds.
   int64_t graph_cache_bytes = kDefaultGraphCacheBytes;
   int64_t answer_cache_bytes = kDefaultAnswerCacheBytes;
+  // Memory echod may use in all (PlannerServiceOptions); 0: the default.
+  int64_t memory_budget_bytes = 0;
   std::string tls_cert_file;
   std::string tls_key_file;
   // PEM CA bundle: TCP clients must present a certificate it signed (mTLS).

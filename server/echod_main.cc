@@ -35,6 +35,11 @@ ABSL_FLAG(int64_t, graph_cache_bytes, echo::server::kDefaultGraphCacheBytes,
 ABSL_FLAG(int64_t, answer_cache_bytes, echo::server::kDefaultAnswerCacheBytes,
           "bound of the cache of answers to fingerprint requests; default "
           "64 MiB");
+ABSL_FLAG(int64_t, memory_budget_bytes, 0,
+          "memory echod may use in all: the caches' bounds, its base and the "
+          "requests in flight, each reserved from its wire size before it is "
+          "parsed (RESOURCE_EXHAUSTED when it does not fit); 0: 3/4 of the "
+          "cgroup's memory limit, or of the machine's memory");
 ABSL_FLAG(std::string, tls_cert_file, "",
           "PEM certificate for TLS on the TCP port (with --tls_key_file)");
 ABSL_FLAG(std::string, tls_key_file, "", "PEM private key for TLS");
@@ -78,6 +83,7 @@ constexpr const char* kEnvFlags[] = {
     "max_request_bytes",
     "max_concurrent_requests",
     "graph_cache_bytes",
+    "memory_budget_bytes",
     "answer_cache_bytes",
     "tls_cert_file",
     "tls_key_file",
@@ -175,6 +181,11 @@ int main(int argc, char** argv) {
   options.max_concurrent_requests =
       absl::GetFlag(FLAGS_max_concurrent_requests);
   options.graph_cache_bytes = absl::GetFlag(FLAGS_graph_cache_bytes);
+  options.memory_budget_bytes = absl::GetFlag(FLAGS_memory_budget_bytes);
+  if (options.memory_budget_bytes < 0) {
+    std::cerr << "echod: --memory_budget_bytes must be >= 0 (0: default)\n";
+    return 2;
+  }
   options.answer_cache_bytes = absl::GetFlag(FLAGS_answer_cache_bytes);
   if (options.graph_cache_bytes < 0 || options.answer_cache_bytes < 0) {
     std::cerr << "echod: --graph_cache_bytes and --answer_cache_bytes must "

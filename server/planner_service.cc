@@ -59,6 +59,15 @@ absl::Status AddTimeline(const Request& request, const planner::Graph& graph,
 
 }  // namespace
 
+int64_t RequestMemoryBytes(const PlannerServiceOptions& options) {
+  const int64_t total =
+      options.memory_budget_bytes > 0
+          ? options.memory_budget_bytes
+          : DefaultMemoryBudgetBytes(options.host.memory_limit_bytes);
+  return total - options.graph_cache_bytes - options.answer_cache_bytes -
+         kServerBaseBytes;
+}
+
 PlannerService::PlannerService(PlannerServiceOptions options,
                                ServerMetrics* metrics, NodeProfiler* profiler)
     : options_(options),
@@ -67,6 +76,7 @@ PlannerService::PlannerService(PlannerServiceOptions options,
       optimal_(options.optimal),
       registry_(std::make_unique<GraphRegistry>(
           options_.graph_cache_bytes, options_.answer_cache_bytes, metrics)) {
+  budget_ = std::make_unique<MemoryBudget>(RequestMemoryBytes(options_));
   int threads = options_.worker_threads;
   if (threads <= 0) threads = std::max(1, options_.host.cpus);
   worker_threads_ = threads;
@@ -313,6 +323,7 @@ absl::Status PlannerService::DoGetNodeInfo(grpc::CallbackServerContext*,
   response->set_worker_threads(worker_threads_);
   response->set_memory_limit_bytes(
       options_.host.memory_limit_bytes.value_or(0));
+  response->set_request_memory_bytes(budget_->capacity_bytes());
   if (absl::Status optimal = optimal_.CheckUsable(); !optimal.ok()) {
     response->set_optimal_unavailable_reason(std::string(optimal.message()));
   }

@@ -25,6 +25,7 @@
 #include "server/call_context.h"
 #include "server/graph_registry.h"
 #include "server/host_limits.h"
+#include "server/memory_budget.h"
 #include "server/metrics.h"
 #include "server/optimal_worker.h"
 #include "server/profiler/node_profiler.h"
@@ -70,7 +71,15 @@ struct PlannerServiceOptions {
   int64_t answer_cache_bytes = kDefaultAnswerCacheBytes;
   // The host's CPUs and memory as echod may use them (host_limits.h).
   HostLimits host;
+  // Memory echod may use in all (memory_budget.h); 0: the default from
+  // host.memory_limit_bytes. Requests get what the caches and echod's base
+  // leave of it.
+  int64_t memory_budget_bytes = 0;
 };
+
+// The memory the requests in flight may use: the budget less the caches'
+// bounds and echod's own base; <= 0 when the budget cannot hold them.
+int64_t RequestMemoryBytes(const PlannerServiceOptions& options);
 
 // Every method is a raw handler: the service parses the request itself
 // (server/request_codec.h) so that an unparsable request gets
@@ -106,6 +115,7 @@ class PlannerService final : public RawPlannerService {
 
   const OptimalWorker& optimal_worker() const { return optimal_; }
   int worker_threads() const { return worker_threads_; }
+  const MemoryBudget& memory_budget() const { return *budget_; }
 
   grpc::ServerUnaryReactor* EstimateMemory(grpc::CallbackServerContext* context,
                                            const grpc::ByteBuffer* request,
@@ -195,6 +205,9 @@ class PlannerService final : public RawPlannerService {
     bool admitted;  // holds an admission slot, for Complete to release
     const grpc::ByteBuffer* request;
     grpc::ByteBuffer* response;
+    // The request's memory (MemoryBudget), shared by the copies of the call
+    // and given back by Complete.
+    std::shared_ptr<MemoryBudget::Reservation> memory;
   };
   template <typename Request, typename Response>
   using Handler = absl::Status (PlannerService::*)(grpc::CallbackServerContext*,
@@ -299,6 +312,7 @@ class PlannerService final : public RawPlannerService {
   // members its tasks use are still alive.
   std::unique_ptr<WorkerPool> workers_;
   int worker_threads_ = 0;
+  std::unique_ptr<MemoryBudget> budget_;
 };
 
 }  // namespace echo::server

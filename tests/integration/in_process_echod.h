@@ -53,6 +53,7 @@ class Echod {
   }
 
   std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
+  const server::PlannerService& service() const { return *service_; }
   client::PlannerClient Client(double timeout_seconds = 60) const {
     client::ClientOptions options;
     options.server = address();
