@@ -107,15 +107,6 @@ struct BusyWorkerEchod {
   std::future<absl::Status> profiled;
 };
 
-int64_t PeakResidentBytes() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) << 10;
-  }
-  return 0;
-}
-
 // Finding 1: an exception escaping a handler jammed every admission slot and
 // came back UNIMPLEMENTED without a message.
 TEST(AttackTest, ExceptionsAreInternalAndReleaseTheirSlot) {
@@ -408,12 +399,12 @@ TEST(AttackTest, OptimalTooBigIsRefusedBeforeAllocating) {
   *plan.mutable_graph() = Fixture("nmt.pb");
   plan.set_policy(v1::RECOMPUTE_POLICY_OPTIMAL);
   plan.set_memory_limit_bytes(int64_t{1} << 30);
-  const int64_t peak_before = PeakResidentBytes();
+  const int64_t peak_before = testing::PeakResidentBytes();
   const absl::Status status =
       echod.Client().GenerateRecomputePlan(plan).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
   EXPECT_THAT(std::string(status.message()), HasSubstr("solver_max_nonzeros"));
-  EXPECT_LT(PeakResidentBytes() - peak_before, int64_t{400} << 20);
+  EXPECT_LT(testing::PeakResidentBytes() - peak_before, int64_t{400} << 20);
 }
 
 // Finding 5: values that overflowed int64 are refused, never answered.

@@ -5,6 +5,7 @@
 #define ECHO_TESTS_INTEGRATION_IN_PROCESS_ECHOD_H_
 
 #include <chrono>
+#include <fstream>
 #include <future>
 #include <memory>
 #include <string>
@@ -22,6 +23,16 @@
 #include "tests/unit/test_util.h"
 
 namespace echo::testing {
+
+// This process's peak resident set (VmHWM), in bytes.
+inline int64_t PeakResidentBytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) << 10;
+  }
+  return 0;
+}
 
 class Echod {
  public:

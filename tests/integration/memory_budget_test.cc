@@ -3,7 +3,6 @@
 // echod whose RSS must stay under its budget (issue 23, item 4).
 #include "server/memory_budget.h"
 
-#include <fstream>
 #include <future>
 #include <string>
 #include <vector>
@@ -46,15 +45,6 @@ v1::EstimateMemoryRequest ChainRequest(int ops) {
     previous = tensor.id();
   }
   return request;
-}
-
-int64_t HighWaterBytes() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) << 10;
-  }
-  return 0;
 }
 
 TEST(WorkingSetTest, CountsEveryFieldOccurrenceAndByte) {
@@ -128,7 +118,7 @@ TEST(MemoryBudgetTest, ConcurrentBigRequestsStayUnderTheBudget) {
       Wire(request), *v1::EstimateMemoryRequest::descriptor());
   ASSERT_GT(estimate * 2, kForRequests / 2);
   ASSERT_LT(estimate, kForRequests);
-  const int64_t before = HighWaterBytes();
+  const int64_t before = testing::PeakResidentBytes();
   std::vector<std::future<absl::Status>> calls;
   for (int i = 0; i < 8; ++i) {
     calls.push_back(std::async(std::launch::async, [&] {
@@ -148,7 +138,7 @@ TEST(MemoryBudgetTest, ConcurrentBigRequestsStayUnderTheBudget) {
       ++refused;
     }
   }
-  const int64_t grew = HighWaterBytes() - before;
+  const int64_t grew = testing::PeakResidentBytes() - before;
   std::cout << "[ measured ] 8 concurrent " << (request.ByteSizeLong() >> 20)
             << " MiB estimates, " << (estimate >> 20)
             << " MiB reserved each: " << answered << " answered, " << refused
