@@ -72,24 +72,37 @@ absl::StatusOr<std::unique_ptr<EchoServer>> EchoServer::Start(
   const HostLimits host = ReadHostLimits();
   ASSIGN_OR_RETURN(const std::optional<gid_t> socket_group,
                    ResolveGroup(options.unix_socket_group));
-  const PlannerServiceOptions service_options{options.max_concurrent_requests,
-                                              options.worker_threads,
-                                              options.heavy_graph_ops,
-                                              options.max_inline_request_bytes,
-                                              server->authorizer_.get(),
-                                              options.optimal,
-                                              options.graph_cache_bytes,
-                                              options.answer_cache_bytes,
-                                              host,
-                                              options.memory_budget_bytes};
+  PlannerServiceOptions service_options{options.max_concurrent_requests,
+                                        options.worker_threads,
+                                        options.heavy_graph_ops,
+                                        options.max_inline_request_bytes,
+                                        server->authorizer_.get(),
+                                        options.optimal,
+                                        options.graph_cache_bytes,
+                                        options.answer_cache_bytes,
+                                        host,
+                                        options.memory_budget_bytes};
   if (const int64_t requests = RequestMemoryBytes(service_options);
       requests < kMinRequestMemoryBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--memory_budget_bytes: the budget leaves ", requests >> 20,
+    const std::string short_by = absl::StrCat(
+        "the memory budget leaves ", requests >> 20,
         " MiB for requests after --graph_cache_bytes, --answer_cache_bytes "
         "and echod's own ",
         kServerBaseBytes >> 20, " MiB (at least ", kMinRequestMemoryBytes >> 20,
-        " MiB needed): raise it or lower the caches"));
+        " MiB needed)");
+    if (options.memory_budget_bytes > 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--memory_budget_bytes: ", short_by,
+                       ": raise it or lower the caches"));
+    }
+    // A default from a small limit: start, and say what to set.
+    spdlog::warn(
+        "{}: requests get {} MiB; set --memory_budget_bytes or lower "
+        "the caches",
+        short_by, kMinRequestMemoryBytes >> 20);
+    service_options.memory_budget_bytes =
+        options.graph_cache_bytes + options.answer_cache_bytes +
+        kServerBaseBytes + kMinRequestMemoryBytes;
   }
   server->service_ = std::make_unique<PlannerService>(
       service_options, server->metrics_.get(), server->profiler_.get());

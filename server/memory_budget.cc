@@ -1,6 +1,7 @@
 #include "server/memory_budget.h"
 
 #include <malloc.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -131,6 +132,17 @@ int64_t DefaultMemoryBudgetBytes(std::optional<int64_t> cgroup_limit_bytes) {
   if (pages > 0 && page_size > 0) {
     const int64_t machine = static_cast<int64_t>(pages) * page_size;
     limit = limit > 0 ? std::min(limit, machine) : machine;
+  }
+  // An address-space limit (prlimit --as, ulimit -v) counts virtual memory:
+  // echod maps ~0.7 GB at start (thread stacks, allocator arenas) before it
+  // holds 21 MB, so what is left of it after kAddressSpaceOverheadBytes.
+  rlimit address_space{};
+  if (::getrlimit(RLIMIT_AS, &address_space) == 0 &&
+      address_space.rlim_cur != RLIM_INFINITY) {
+    const int64_t usable =
+        std::max<int64_t>(0, static_cast<int64_t>(address_space.rlim_cur) -
+                                 kAddressSpaceOverheadBytes);
+    limit = limit > 0 ? std::min(limit, usable) : usable;
   }
   return static_cast<int64_t>(static_cast<double>(limit) *
                               kDefaultMemoryBudgetShare);

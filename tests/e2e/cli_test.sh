@@ -202,6 +202,10 @@ check "health fails when echod is down" test $? -ne 0
 "$bin/echod" --grpc_address=127.0.0.1:0 --metrics_address= --log_level=loud >"$work/bad_flag.log" 2>&1
 check "bad flag value is refused with a message" grep -q "bad --log_level 'loud'" "$work/bad_flag.log"
 
+"$bin/echod" --grpc_address=127.0.0.1:0 --metrics_address= --memory_budget_bytes=100000000 >"$work/budget.log" 2>&1
+check "a --memory_budget_bytes below the caches is refused at start" \
+  grep -q "memory_budget_bytes: the memory budget leaves -545 MiB for requests" "$work/budget.log"
+
 # Bearer tokens and ProfileOps for listed identities (echoctl's side; the
 # server's is in tests/integration/security_test.cc).
 printf 'ops-bot %s\n%s\n' ops-token-0123456789abcdef bare-token-0123456789abcdef >"$work/tokens"
@@ -241,6 +245,10 @@ ctl node-info >"$work/node.txt"
 check "node-info says why OPTIMAL is unavailable" \
   grep -q "^policy OPTIMAL: unavailable: .*address-space limit of 3000000000" "$work/node.txt"
 check "node-info shows the workers" grep -q "^workers: [1-9]" "$work/node.txt"
+# The default budget follows the address-space limit: (3e9 - 1 GiB) x 3/4,
+# less the caches (576 MiB) and echod's 64 MiB = 737.77 MiB for requests.
+check "node-info shows the memory for requests under it" \
+  grep -q "for requests: 737.77 MiB" "$work/node.txt"
 ctl plan --graph "$vgg" --policy optimal --memory_limit_bytes 13000000000 \
   --solver_time_limit_seconds 2 >/dev/null 2>"$work/err.txt"
 check "OPTIMAL under it: FAILED_PRECONDITION naming the flag" \
