@@ -172,6 +172,16 @@ absl::Status CallAuthorizer::Authorize(absl::string_view method,
     }
     if (!token->identity.empty()) identities.push_back(token->identity);
   }
+  // A certificate's CN and SAN, or a token and a certificate, often name
+  // the same identity: each is listed once.
+  std::vector<absl::string_view> distinct;
+  for (absl::string_view identity : identities) {
+    if (std::find(distinct.begin(), distinct.end(), identity) ==
+        distinct.end()) {
+      distinct.push_back(identity);
+    }
+  }
+  identities = std::move(distinct);
   if (IsIdentityRestricted(method) && restricts_profiling()) {
     for (absl::string_view identity : identities) {
       if (std::find(profile_allowed_.begin(), profile_allowed_.end(),

@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <thread>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
@@ -198,8 +200,20 @@ void EchoServer::Drain() {
   // The service interrupts its own work (killing OPTIMAL's children) at the
   // deadline, so that gRPC's Shutdown, which waits for every call to
   // finish, returns then.
-  service_->StartDraining(std::chrono::steady_clock::now() + timeout);
-  server_->Shutdown(std::chrono::system_clock::now() + timeout);
+  const auto abort_at = std::chrono::steady_clock::now() + timeout;
+  service_->StartDraining(abort_at);
+  // gRPC's Shutdown closes the listeners at once, so health would read
+  // "connection refused" for the whole drain (issue 23): keep serving it,
+  // NOT_SERVING, while calls are still in flight.
+  while (service_->in_flight() > 0 &&
+         std::chrono::steady_clock::now() < abort_at) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const auto left = std::max(abort_at - std::chrono::steady_clock::now(),
+                             std::chrono::steady_clock::duration::zero());
+  server_->Shutdown(
+      std::chrono::system_clock::now() +
+      std::chrono::duration_cast<std::chrono::milliseconds>(left));
   // Only while the path is still this server's socket.
   if (unix_socket_identity_.has_value() &&
       IdentityOf(options_.unix_socket) == unix_socket_identity_) {

@@ -115,6 +115,8 @@ class PlannerService final : public RawPlannerService {
 
   const OptimalWorker& optimal_worker() const { return optimal_; }
   int worker_threads() const { return worker_threads_; }
+  // Admitted calls not yet completed.
+  int in_flight() const { return in_flight_.load(); }
   const MemoryBudget& memory_budget() const { return *budget_; }
 
   grpc::ServerUnaryReactor* EstimateMemory(grpc::CallbackServerContext* context,

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -23,7 +24,8 @@
 namespace echo::server {
 namespace {
 
-constexpr absl::string_view kHeader = "echo-profile-cache 1";
+constexpr absl::string_view kHeader = "echo-profile-cache 2";
+constexpr absl::string_view kHeaderV1 = "echo-profile-cache 1";
 constexpr absl::string_view kChecksumPrefix = "checksum ";
 
 uint64_t Fnv1a64(absl::string_view data) {
@@ -38,6 +40,26 @@ uint64_t Fnv1a64(absl::string_view data) {
 absl::Status ErrnoError(absl::string_view what, const std::string& path) {
   return absl::InternalError(
       absl::StrCat(what, " ", path, ": ", std::strerror(errno)));
+}
+
+// One entry line: "<seconds>\t<C-escaped key>", then in version 2 a tab and
+// the FNV-1a 64 of what precedes it. False when the line does not hold.
+bool ParseEntry(absl::string_view line, bool with_checksum, std::string* key,
+                double* seconds) {
+  if (with_checksum) {
+    const size_t tab = line.rfind('\t');
+    uint64_t checksum = 0;
+    if (tab == absl::string_view::npos ||
+        !absl::SimpleHexAtoi(line.substr(tab + 1), &checksum) ||
+        checksum != Fnv1a64(line.substr(0, tab))) {
+      return false;
+    }
+    line = line.substr(0, tab);
+  }
+  std::pair<absl::string_view, absl::string_view> fields =
+      absl::StrSplit(line, absl::MaxSplits('\t', 1));
+  return absl::SimpleAtod(fields.first, seconds) && std::isfinite(*seconds) &&
+         *seconds >= 0 && absl::CUnescape(fields.second, key);
 }
 
 std::string DirName(const std::string& path) {
@@ -134,53 +156,73 @@ void ProfileCache::Put(const std::string& key, double seconds) {
 std::string ProfileCache::Serialize() const {
   std::string body = absl::StrCat(kHeader, "\nentries ", order_.size(), "\n");
   for (const auto& [key, seconds] : order_) {
-    absl::StrAppendFormat(&body, "%.17g\t%s\n", seconds, absl::CEscape(key));
+    const std::string entry =
+        absl::StrFormat("%.17g\t%s", seconds, absl::CEscape(key));
+    absl::StrAppendFormat(&body, "%s\t%016x\n", entry, Fnv1a64(entry));
   }
   absl::StrAppendFormat(&body, "%s%016x\n", kChecksumPrefix, Fnv1a64(body));
   return body;
 }
 
-absl::Status ProfileCache::Parse(absl::string_view contents) {
+absl::Status ProfileCache::Parse(absl::string_view contents,
+                                 Damage* damage_out) {
   auto corrupt = [](absl::string_view why) { return absl::DataLossError(why); };
-  if (!absl::EndsWith(contents, "\n")) {
-    return corrupt("no final newline (truncated)");
-  }
-  const absl::string_view lines_text = contents.substr(0, contents.size() - 1);
-  const size_t body_end = lines_text.rfind('\n');
-  const size_t checksum_start =
-      body_end == absl::string_view::npos ? 0 : body_end + 1;
-  const absl::string_view body = contents.substr(0, checksum_start);
-  absl::string_view checksum_line = lines_text.substr(checksum_start);
-  uint64_t checksum = 0;
-  if (!absl::ConsumePrefix(&checksum_line, kChecksumPrefix) ||
-      !absl::SimpleHexAtoi(checksum_line, &checksum)) {
-    return corrupt("no checksum line (truncated)");
-  }
-  if (checksum != Fnv1a64(body)) return corrupt("checksum mismatch");
   std::vector<absl::string_view> lines =
-      absl::StrSplit(body, '\n', absl::SkipEmpty());
-  if (lines.empty() || lines[0] != kHeader) {
+      absl::StrSplit(contents, '\n', absl::SkipEmpty());
+  const bool v2 = !lines.empty() && lines[0] == kHeader;
+  if (!v2 && (lines.empty() || lines[0] != kHeaderV1)) {
     return corrupt(absl::StrCat("unknown header, expected '", kHeader, "'"));
   }
+  // The whole file's checksum: intact, or why not.
+  std::string damage;
+  if (!absl::EndsWith(contents, "\n")) {
+    damage = "no final newline (truncated)";
+  } else {
+    const absl::string_view lines_text =
+        contents.substr(0, contents.size() - 1);
+    const size_t body_end = lines_text.rfind('\n');
+    const size_t checksum_start =
+        body_end == absl::string_view::npos ? 0 : body_end + 1;
+    absl::string_view checksum_line = lines_text.substr(checksum_start);
+    uint64_t checksum = 0;
+    if (!absl::ConsumePrefix(&checksum_line, kChecksumPrefix) ||
+        !absl::SimpleHexAtoi(checksum_line, &checksum)) {
+      damage = "no checksum line (truncated)";
+    } else if (checksum != Fnv1a64(contents.substr(0, checksum_start))) {
+      damage = "checksum mismatch";
+    }
+  }
+  if (!damage.empty() && !v2) return corrupt(damage);
+  // Entry lines: after the header and the count, before the checksum.
+  size_t end = lines.size();
+  if (end > 0 && absl::StartsWith(lines[end - 1], kChecksumPrefix)) --end;
   int64_t count = -1;
   absl::string_view count_line = lines.size() > 1 ? lines[1] : "";
-  if (!absl::ConsumePrefix(&count_line, "entries ") ||
-      !absl::SimpleAtoi(count_line, &count) ||
-      count != static_cast<int64_t>(lines.size()) - 2) {
+  const bool counted = absl::ConsumePrefix(&count_line, "entries ") &&
+                       absl::SimpleAtoi(count_line, &count);
+  if (damage.empty() && (!counted || count != static_cast<int64_t>(end) - 2)) {
     return corrupt("entry count does not match the entries");
   }
   std::vector<std::pair<std::string, double>> entries;
-  for (size_t i = 2; i < lines.size(); ++i) {
-    std::pair<absl::string_view, absl::string_view> fields =
-        absl::StrSplit(lines[i], absl::MaxSplits('\t', 1));
-    double seconds = 0;
+  int64_t bad = 0;
+  for (size_t i = 2; i < end; ++i) {
     std::string key;
-    if (!absl::SimpleAtod(fields.first, &seconds) || !std::isfinite(seconds) ||
-        seconds < 0 || !absl::CUnescape(fields.second, &key)) {
+    double seconds = 0;
+    if (ParseEntry(lines[i], v2, &key, &seconds)) {
+      entries.emplace_back(std::move(key), seconds);
+    } else if (damage.empty()) {
       return corrupt(absl::StrCat("bad entry on line ", i + 1));
+    } else {
+      ++bad;
     }
-    entries.emplace_back(std::move(key), seconds);
   }
+  if (!damage.empty()) {
+    // Entries the file said it had and that are gone count as dropped too.
+    bad = std::max<int64_t>(
+        bad, counted ? count - static_cast<int64_t>(entries.size()) : 0);
+    if (entries.empty()) return corrupt(damage);
+  }
+  if (damage_out != nullptr) *damage_out = {std::move(damage), bad};
   order_.clear();
   index_.clear();
   for (auto& [key, seconds] : entries) Put(key, seconds);
@@ -202,14 +244,29 @@ CacheLoadReport ProfileCache::Load() {
     return report;
   }
   report.file_found = true;
+  struct stat info {};
+  if (::stat(path_.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) {
+    report.error = absl::StrCat("ignoring profile cache ", path_,
+                                ": it is a directory, not a file; remove it "
+                                "or set --profile_cache_dir");
+    return report;
+  }
   std::stringstream contents;
   contents << in.rdbuf();
-  if (absl::Status s = Parse(contents.str()); !s.ok()) {
+  Damage damage;
+  if (absl::Status s = Parse(contents.str(), &damage); !s.ok()) {
     report.error = absl::StrCat("ignoring corrupt profile cache ", path_, ": ",
                                 s.message());
     return report;
   }
   report.entries = size();
+  if (!damage.why.empty()) {
+    report.dropped_entries = damage.dropped_entries;
+    report.error = absl::StrCat("damaged profile cache ", path_, " (",
+                                damage.why, "): kept ", report.entries,
+                                " entries whose own checksums hold, dropped ",
+                                damage.dropped_entries);
+  }
   return report;
 }
 

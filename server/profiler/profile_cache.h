@@ -6,10 +6,16 @@
 // (temp file in the same directory, fsync, rename, fsync of the directory),
 // so a crash at any point leaves either the old or the new file. Format:
 //
-//   echo-profile-cache 1
+//   echo-profile-cache 2
 //   entries <n>
-//   <seconds>\t<C-escaped key>        (n lines, least recently used first)
+//   <seconds>\t<C-escaped key>\t<16 hex digits>   (n lines, least recently
+//                                  used first; FNV-1a 64 of the line before
+//                                  its last tab)
 //   checksum <16 hex digits>          (FNV-1a 64 of everything above)
+//
+// A file whose checksum fails keeps the entries whose own checksums hold
+// (one bad byte costs one entry, not the cache); version 1 files (no entry
+// checksums) still load, whole or not at all.
 //
 // Not thread-safe: the owner serialises access.
 #ifndef ECHO_SERVER_PROFILER_PROFILE_CACHE_H_
@@ -31,8 +37,10 @@ struct CacheLoadReport {
   bool file_found = false;
   int64_t entries = 0;
   // Empty when the file loaded cleanly or was absent; else why it was
-  // ignored (the cache then starts empty).
+  // ignored (the cache then starts empty) or what was dropped from it.
   std::string error;
+  // Entries of a damaged file that were dropped (the rest were kept).
+  int64_t dropped_entries = 0;
 };
 
 class ProfileCache {
@@ -47,8 +55,16 @@ class ProfileCache {
 
   // The file's contents for the current entries.
   std::string Serialize() const;
-  // Parses Serialize()'s format; on error, leaves the cache unchanged.
-  absl::Status Parse(absl::string_view contents);
+  // What a damaged file lost: why its checksum failed, and the entries
+  // dropped.
+  struct Damage {
+    std::string why;
+    int64_t dropped_entries = 0;
+  };
+  // Parses Serialize()'s format; on error, leaves the cache unchanged. A
+  // damaged version 2 file loads the entries whose own checksums hold (OK)
+  // and says in `damage` what was lost; one with none is an error.
+  absl::Status Parse(absl::string_view contents, Damage* damage = nullptr);
 
   absl::Status Save() const;
 

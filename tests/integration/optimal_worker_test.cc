@@ -363,8 +363,18 @@ TEST_F(OptimalWorkerTest, ADrainKillsTheChildAtItsTimeout) {
   ASSERT_TRUE(
       WaitFor(10, [&] { return server_->live_optimal_workers() == 1; }));
   const auto start = Clock::now();
-  server_->Drain();  // drain_timeout_seconds = 1
-  server_->Wait();
+  auto drained = std::async(std::launch::async, [&] {
+    server_->Drain();  // drain_timeout_seconds = 1
+    server_->Wait();
+  });
+  // While the call is in flight, health answers NOT_SERVING (it read
+  // "connection refused" for the whole drain before).
+  ASSERT_TRUE(WaitFor(2, [&] {
+    const auto health = client_->Health();
+    return health.ok() &&
+           *health == grpc::health::v1::HealthCheckResponse::NOT_SERVING;
+  })) << "health never answered NOT_SERVING during the drain";
+  drained.get();
   EXPECT_LT(SecondsSince(start), 1.0 + 2.0);
   EXPECT_EQ(server_->live_optimal_workers(), 0);
   EXPECT_TRUE(ChildrenOf(::getpid()).empty());

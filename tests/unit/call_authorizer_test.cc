@@ -105,5 +105,18 @@ TEST(CallAuthorizerTest, CertificatesAloneWhenNoTokens) {
             absl::StatusCode::kPermissionDenied);
 }
 
+// Issue 23: a certificate's CN and SAN (and a token) naming one identity
+// were all listed: "caller 'alice', 'alice'".
+TEST(CallAuthorizerTest, RefusalNamesEachIdentityOnce) {
+  const CallAuthorizer authorizer = TwoTokens({"gpu-admin"});
+  CallerCredentials caller = Bearer(kAliceToken);
+  caller.certificate_identities = {"alice", "node-7", "alice"};
+  const absl::Status refused = authorizer.Authorize("ProfileOps", caller);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(refused.message(),
+            "ProfileOps: caller 'alice', 'node-7' is not in "
+            "--profile_allowed_identities");
+}
+
 }  // namespace
 }  // namespace echo::server

@@ -18,6 +18,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -97,7 +98,7 @@ TEST(ProfileCacheTest, RoundTripKeepsValuesKeysAndRecency) {
   EXPECT_EQ(loaded.Get("new"), 2.5e-6);
   loaded.Put("newest", 7);  // "old" was least recent in the file
   EXPECT_EQ(loaded.Get("old"), std::nullopt);
-  EXPECT_THAT(ReadFile(path), ::testing::StartsWith("echo-profile-cache 1\n"));
+  EXPECT_THAT(ReadFile(path), ::testing::StartsWith("echo-profile-cache 2\n"));
   EXPECT_EQ(
       std::filesystem::status(path).permissions() & std::filesystem::perms::all,
       std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
@@ -126,25 +127,27 @@ TEST(ProfileCacheTest, MissingFileIsAnEmptyCache) {
   EXPECT_EQ(cache.size(), 0);
 }
 
+// The cache file's FNV-1a 64, as a version 1 writer computed it.
+uint64_t Fnv(absl::string_view data) {
+  uint64_t hash = 14695981039346656037ull;
+  for (unsigned char c : data) hash = (hash ^ c) * 1099511628211ull;
+  return hash;
+}
+
 TEST(ProfileCacheTest, CorruptFilesAreReportedAndIgnored) {
   TempDir dir;
   const std::string path = dir.path() + "/cache";
-  ProfileCache good(path, 100);
-  for (int i = 0; i < 20; ++i) good.Put(absl::StrCat("key", i), i * 1e-3);
-  const std::string contents = good.Serialize();
-
-  std::string flipped = contents;
-  flipped[contents.size() / 2] ^= 0x01;
-  std::string header2 = contents;
-  header2.replace(0, 20, "echo-profile-cache 2");
+  const std::string v1_body = "echo-profile-cache 1\nentries 1\n0.5\tk\n";
   const std::pair<std::string, std::string> cases[] = {
-      {"", "no final newline"},
-      {contents.substr(0, contents.size() / 2), "truncated"},
-      {contents.substr(0, contents.rfind("checksum")), "no checksum line"},
-      {flipped, "checksum mismatch"},
-      {header2, "checksum mismatch"},
-      {std::string("\0\0\0\n", 4), "no checksum line"},
-      {"echo-profile-cache 1\nentries 1\nchecksum 0\n", "checksum mismatch"},
+      {"", "unknown header"},
+      {std::string("\0\0\0\n", 4), "unknown header"},
+      {"echo-profile-cache 3\nentries 0\nchecksum 0\n", "unknown header"},
+      // Version 1 has no entry checksums: whole or nothing.
+      {v1_body + "checksum 0\n", "checksum mismatch"},
+      {v1_body, "no checksum line"},
+      // Version 2 with no entry that holds.
+      {"echo-profile-cache 2\nentries 1\n0.5\tk\t0\nchecksum 0\n",
+       "checksum mismatch"},
   };
   for (const auto& [text, fragment] : cases) {
     WriteFile(path, text);
@@ -156,10 +159,65 @@ TEST(ProfileCacheTest, CorruptFilesAreReportedAndIgnored) {
     EXPECT_THAT(report.error, HasSubstr(fragment)) << report.error;
     EXPECT_EQ(cache.size(), 0);
   }
+  // An intact version 1 file still loads.
+  WriteFile(path, absl::StrFormat("%schecksum %016x\n", v1_body, Fnv(v1_body)));
+  ProfileCache v1(path, 100);
+  EXPECT_EQ(v1.Load().error, "");
+  EXPECT_EQ(v1.Get("k"), 0.5);
+}
+
+// Issue 23: one bad byte dropped every entry. Now each entry carries its own
+// checksum, and a damaged file keeps the entries that hold.
+TEST(ProfileCacheTest, DamagedFilesKeepTheEntriesThatHold) {
+  TempDir dir;
+  const std::string path = dir.path() + "/cache";
+  ProfileCache good(path, 100);
+  for (int i = 0; i < 20; ++i) good.Put(absl::StrCat("key", i), i * 1e-3);
+  const std::string contents = good.Serialize();
+  const size_t line_5 = [&] {
+    size_t at = 0;
+    for (int i = 0; i < 2 + 5; ++i) at = contents.find('\n', at) + 1;
+    return at;
+  }();
+  std::string flipped = contents;
+  flipped[line_5 + 2] ^= 0x01;  // a digit of key5's seconds
+  const std::string cut = contents.substr(0, line_5 + 3);  // key0..key4 whole
+  const std::string unsummed = contents.substr(0, contents.rfind("checksum"));
+  struct Case {
+    std::string text;
+    std::string why;
+    int64_t kept;
+  };
+  const Case cases[] = {{flipped, "checksum mismatch", 19},
+                        {cut, "no final newline", 5},
+                        {unsummed, "no checksum line", 20}};
+  for (const Case& c : cases) {
+    WriteFile(path, c.text);
+    ProfileCache cache(path, 100);
+    const CacheLoadReport report = cache.Load();
+    EXPECT_EQ(report.entries, c.kept) << c.why;
+    EXPECT_EQ(report.dropped_entries, 20 - c.kept) << c.why;
+    EXPECT_THAT(report.error, HasSubstr("damaged profile cache"));
+    EXPECT_THAT(report.error, HasSubstr(c.why));
+    EXPECT_EQ(cache.Get("key0"), 0.0);
+    if (c.kept == 19) {
+      EXPECT_FALSE(cache.Get("key5").has_value());
+    }
+  }
   WriteFile(path, contents);
   ProfileCache cache(path, 100);
   EXPECT_EQ(cache.Load().error, "");
   EXPECT_EQ(cache.size(), 20);
+}
+
+TEST(ProfileCacheTest, ADirectoryInPlaceOfTheFileIsSaidSo) {
+  TempDir dir;
+  const std::string path = dir.path() + "/cache";
+  std::filesystem::create_directory(path);
+  ProfileCache cache(path, 10);
+  const CacheLoadReport report = cache.Load();
+  EXPECT_THAT(report.error, HasSubstr("it is a directory, not a file"));
+  EXPECT_EQ(cache.size(), 0);
 }
 
 TEST(ProfileCacheTest, LoadRemovesStaleTempFiles) {
