@@ -22,6 +22,22 @@ namespace {
 
 constexpr char kServiceName[] = "echo.v1.MemoryPlanner";
 
+// Removes the reflection plugin, which linking grpc++_reflection registers
+// for every server in the process, from one server's builder.
+class WithoutReflection : public grpc::ServerBuilderOption {
+ public:
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>*
+                         plugins) override {
+    plugins->erase(
+        std::remove_if(plugins->begin(), plugins->end(),
+                       [](const std::unique_ptr<grpc::ServerBuilderPlugin>& p) {
+                         return p->name() == "proto_server_reflection";
+                       }),
+        plugins->end());
+  }
+};
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<EchoServer>> EchoServer::Start(
@@ -145,6 +161,13 @@ absl::StatusOr<std::unique_ptr<EchoServer>> EchoServer::Start(
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  // With tokens on, callers without one would still read the whole API from
+  // reflection (issue 23): off by default then.
+  if (options.reflection == ServerOptions::Reflection::kOff ||
+      (options.reflection == ServerOptions::Reflection::kAuto &&
+       server->authorizer_->requires_token())) {
+    builder.SetOption(std::make_unique<WithoutReflection>());
+  }
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_request_bytes));
   builder.SetMaxSendMessageSize(std::numeric_limits<int>::max());
   if (!options.grpc_address.empty()) {

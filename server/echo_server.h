@@ -41,6 +41,10 @@ struct ServerOptions {
   // 0660. Empty: echod's own group.
   std::string unix_socket_group;
   AuthOptions auth;
+  // Server reflection (the API's descriptors, to any caller: it is exempt
+  // from tokens). kAuto: on unless tokens are required.
+  enum class Reflection { kAuto, kOn, kOff };
+  Reflection reflection = Reflection::kAuto;
   double drain_timeout_seconds = 10;
   // OPTIMAL's child processes (PlannerServiceOptions).
   OptimalWorkerOptions optimal;

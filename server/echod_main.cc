@@ -58,6 +58,9 @@ ABSL_FLAG(std::vector<std::string>, profile_allowed_identities, {},
 ABSL_FLAG(double, drain_timeout_seconds, 10,
           "on SIGTERM, how long in-flight requests may finish");
 ABSL_FLAG(std::string, log_level, "info", "debug | info | warn | error");
+ABSL_FLAG(std::string, reflection, "auto",
+          "gRPC server reflection, which describes the API to any caller: "
+          "auto (on unless --auth_token_file is set) | on | off");
 ABSL_FLAG(std::string, optimal_worker_path, "",
           "the echo_milp_worker executable that runs policy OPTIMAL in a "
           "child process (empty: the one next to echod)");
@@ -93,6 +96,7 @@ constexpr const char* kEnvFlags[] = {
     "profile_allowed_identities",
     "drain_timeout_seconds",
     "log_level",
+    "reflection",
     "optimal_worker_path",
     "optimal_memory_limit_bytes",
     "enable_profiling",
@@ -164,6 +168,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   spdlog::set_level(level);
+  const std::string reflection = absl::GetFlag(FLAGS_reflection);
+  if (reflection != "auto" && reflection != "on" && reflection != "off") {
+    std::cerr << "echod: bad --reflection '" << reflection
+              << "' (auto | on | off)\n";
+    return 2;
+  }
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %^%l%$ echod: %v");
 
   // SIGTERM/SIGINT go to a waiting thread, not to arbitrary threads.
@@ -197,6 +207,10 @@ int main(int argc, char** argv) {
   options.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
   options.unix_socket_group = absl::GetFlag(FLAGS_unix_socket_group);
   options.auth.token_file = absl::GetFlag(FLAGS_auth_token_file);
+  options.reflection =
+      reflection == "on"    ? echo::server::ServerOptions::Reflection::kOn
+      : reflection == "off" ? echo::server::ServerOptions::Reflection::kOff
+                            : echo::server::ServerOptions::Reflection::kAuto;
   options.auth.profile_allowed_identities =
       absl::GetFlag(FLAGS_profile_allowed_identities);
   options.drain_timeout_seconds = absl::GetFlag(FLAGS_drain_timeout_seconds);

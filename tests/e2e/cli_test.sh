@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # End-to-end: runs the built echod and echoctl as a user would.
-# usage: cli_test.sh BIN_DIR DATA_DIR
+# usage: cli_test.sh BIN_DIR DATA_DIR PYTHON (the test venv's, with grpcio)
 set -u
 bin=${1:?bin dir}
 data=${2:?data dir}
+python=${3:?python with grpcio}
 source "$(dirname "$0")/lib.sh"
 
 # Flags come from the environment, as in the Kubernetes ConfigMap.
@@ -12,6 +13,8 @@ start_echod env ECHO_GRPC_ADDRESS=127.0.0.1:0 ECHO_METRICS_ADDRESS=127.0.0.1:0 \
 check "echod starts from ECHO_* variables" test -n "$port"
 
 check "health is SERVING" ctl health
+check "reflection lists the service without tokens" \
+  bash -c "'$python' '$(dirname "$0")/reflection_probe.py' 127.0.0.1:$port | grep -q echo.v1.MemoryPlanner"
 check "health over the unix socket" "$bin/echoctl" --server "unix://$work/echod.sock" health
 
 ctl estimate --graph "$data/checkmate/vgg16_b256_train.json" >"$work/est.txt"
@@ -218,6 +221,11 @@ start_echod "$bin/echod" --grpc_address=127.0.0.1:0 --metrics_address= \
 check "echod starts with --auth_token_file" test -n "$port"
 check "socket is 0660" test "$(stat -c %a "$work/echod.sock")" = 660
 check "health needs no token" ctl health
+# Reflection would describe the API to callers without a token: off by
+# default with tokens on, on without (issue 23).
+reflect() { "$python" "$(dirname "$0")/reflection_probe.py" "$@"; }
+check "reflection is off with tokens on" \
+  test "$(reflect "127.0.0.1:$port")" = "error: UNIMPLEMENTED"
 ctl estimate --graph "$vgg" >/dev/null 2>"$work/err.txt"
 check "no token: UNAUTHENTICATED" grep -q "^echoctl: UNAUTHENTICATED: EstimateMemory: no bearer token" "$work/err.txt"
 check "--auth_token_file authenticates" ctl estimate --graph "$vgg" --auth_token_file "$work/bare.token"
