@@ -262,6 +262,20 @@ ctl plan --graph "$vgg" --policy optimal --memory_limit_bytes 13000000000 \
 check "OPTIMAL under it: FAILED_PRECONDITION naming the flag" \
   grep -q "^echoctl: FAILED_PRECONDITION: policy OPTIMAL cannot limit its solver process to --optimal_memory_limit_bytes" "$work/err.txt"
 check "AUTO still plans under it" ctl plan --graph "$vgg" --policy AUTO --max_overhead_ratio 0.05
+# Issue 23, item 3: six concurrent estimates of a 1M-op graph under this
+# address-space limit took echod into its out-of-memory paths (once a
+# segfault inside gRPC). Each is now refused before it is parsed: its
+# estimate is more than the whole budget. echod keeps serving.
+"$python" "$(dirname "$0")/big_graph.py" 1000000 "$work/big.pb"
+estimates=()
+for i in 1 2 3 4 5 6; do
+  ctl --timeout_seconds 120 estimate --graph "$work/big.pb" >/dev/null 2>"$work/big$i.err" &
+  estimates+=($!)
+done
+wait "${estimates[@]}"  # not echod
+check "six 1M-op estimates under the limit: each RESOURCE_EXHAUSTED, never fitting" \
+  test "$(cat "$work"/big?.err | grep -c "RESOURCE_EXHAUSTED: this request would take about .* more than echod's whole budget")" -eq 6
+check "echod serves after them" ctl health
 kill -TERM "$echod_pid"
 wait "$echod_pid"
 echod_pid=""
