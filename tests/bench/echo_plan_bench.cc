@@ -9,9 +9,11 @@
 //     bisection): the extra compute of AUTO, ECHO, CHEN_SQRT (where they meet
 //     the limit) and OPTIMAL (on graphs up to --milp_max_ops ops), and AUTO's
 //     gap to OPTIMAL.
-//   echo_plan_bench speed [--max_ops=1000000] [--repeats=3]
+//   echo_plan_bench speed [--max_ops=1000000] [--min_ops=0] [--repeats=3]
+//                         [--family=lstm|transformer]
 //     Plan time per policy on generated LSTM-attention and transformer
 //     training graphs of ~1k to ~1M ops, and the log-log growth exponent.
+//     --family and --min_ops pick one graph out, e.g. to profile it.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -292,7 +294,10 @@ int Show(const std::map<std::string, std::string>& flags) {
 
 int Speed(const std::map<std::string, std::string>& flags) {
   const double max_ops = FlagDouble(flags, "max_ops", 1e6);
+  const double min_ops = FlagDouble(flags, "min_ops", 0);
   const int repeats = static_cast<int>(FlagDouble(flags, "repeats", 3));
+  const std::string only =
+      flags.count("family") ? flags.at("family") : std::string();
   struct Family {
     std::string name;
     std::function<ModelGraph(int)> make;  // by scale
@@ -315,10 +320,12 @@ int Speed(const std::map<std::string, std::string>& flags) {
       "| graph | ops | AUTO ms | ECHO ms | CHEN ms | NONE ms | AUTO peak "
       "reduction | AUTO extra |\n|---|---|---|---|---|---|---|---|\n");
   for (const Family& family : families) {
+    if (!absl::StartsWith(family.name, only)) continue;
     std::vector<std::pair<double, double>> points;  // (ops, auto ms)
     for (int scale : family.scales) {
       ModelGraph model = family.make(scale);
       if (model.graph.num_ops() > max_ops * 1.5) break;
+      if (model.graph.num_ops() < min_ops) continue;
       std::vector<double> ms;
       std::optional<RecomputePlan> auto_plan;
       for (RecomputePolicy policy : policies) {

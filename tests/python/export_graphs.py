@@ -40,7 +40,7 @@ def export(name, out_dir=OUT_DIR, text=False):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("models", nargs="*", default=list(models.MODEL_NAMES))
+    parser.add_argument("models", nargs="*", default=list(models.FIXTURE_NAMES))
     parser.add_argument("--out_dir", default=OUT_DIR)
     parser.add_argument("--text", action="store_true")
     args = parser.parse_args(argv)

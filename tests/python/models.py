@@ -344,6 +344,27 @@ class ResNet50(nn.Module):
         return images, labels
 
 
+class HfGpt2(nn.Module):
+    """Hugging Face's GPT-2 (transformers' GPT2LMHeadModel, its defaults but
+    4 layers of width 256 and a vocabulary of 8192), batch 4 x 256, the loss
+    its only output: the graph of issue 24's memory-limit bar."""
+
+    def __init__(self, layers=4, width=256, vocab=8192, batch=4, seq=256):
+        super().__init__()
+        from transformers import GPT2Config, GPT2LMHeadModel
+        config = GPT2Config(n_layer=layers, n_embd=width, n_head=4, vocab_size=vocab,
+                            n_positions=seq)
+        self.model = GPT2LMHeadModel(config).train()
+        self.cfg = dict(layers=layers, width=width, vocab=vocab, batch=batch, seq=seq)
+
+    def forward(self, ids):
+        return self.model(input_ids=ids, labels=ids).loss
+
+    def example_inputs(self, generator=None):
+        cfg = self.cfg
+        return (torch.randint(0, cfg["vocab"], (cfg["batch"], cfg["seq"]), generator=generator),)
+
+
 def build(name: str) -> nn.Module:
     """The CI-sized model `name`, deterministically initialised."""
     torch.manual_seed(0)
@@ -357,10 +378,14 @@ def build(name: str) -> nn.Module:
         return ResNet50()
     if name == "gpt":
         return GPT(GPT_CI)
+    if name == "hf_gpt2":
+        return HfGpt2()
     raise ValueError(f"unknown model {name!r}")
 
 
 MODEL_NAMES = ("nmt", "deepspeech2", "transformer", "resnet50", "gpt")
+# Graphs kept in tests/data/graphs/ besides MODEL_NAMES' (export_graphs.py).
+FIXTURE_NAMES = MODEL_NAMES + ("hf_gpt2",)
 
 
 def example_inputs(model):

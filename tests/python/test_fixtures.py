@@ -29,7 +29,7 @@ def _shape(graph):
 class FixtureTest(unittest.TestCase):
     def test_fixtures_match_fresh_captures(self):
         torch.set_num_threads(2)
-        for name in models.MODEL_NAMES:
+        for name in models.FIXTURE_NAMES:
             with self.subTest(model=name):
                 stored = _load(name)
                 self.assertEqual(stored.name, name)

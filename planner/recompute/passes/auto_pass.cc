@@ -21,34 +21,34 @@
 namespace echo::planner {
 namespace {
 
-// Replays each candidate and keeps the best under the budget: with a memory
-// limit, the cheapest plan that meets it (else the lowest peak); with an
-// overhead budget, the lowest peak within it (stash objective: the fewest
-// stashed bytes within it and the plain peak). The plain schedule is always
-// a candidate, so the result is never worse than it.
+// Whether `a` is a better answer than `b`: with a memory limit, the
+// cheapest plan that meets it (else the lowest peak); with an overhead
+// budget, the lowest peak within it (stash objective: the fewest stashed
+// bytes within it and the plain peak).
+bool Better(const Evaluated& a, const Evaluated& b,
+            const std::optional<int64_t>& memory_limit, bool by_stash) {
+  if (by_stash) {
+    return std::make_tuple(a.stash_bytes, a.peak, a.cost) <
+           std::make_tuple(b.stash_bytes, b.peak, b.cost);
+  }
+  if (memory_limit.has_value()) {
+    const bool a_fits = a.peak <= *memory_limit;
+    const bool b_fits = b.peak <= *memory_limit;
+    if (a_fits != b_fits) return a_fits;
+    if (a_fits) return a.cost < b.cost || (a.cost == b.cost && a.peak < b.peak);
+  }
+  return a.peak < b.peak || (a.peak == b.peak && a.cost < b.cost);
+}
+
+// Replays each candidate and keeps the best under the budget (Better). The
+// plain schedule is always a candidate, so the result is never worse than
+// it.
 Evaluated SelectBest(const RecomputeProblem& problem,
                      const std::vector<RecomputeChoice>& candidates,
                      const std::optional<int64_t>& memory_limit,
-                     double cost_budget, RecomputeObjective objective) {
-  const bool by_stash =
-      objective == RecomputeObjective::kStashBytes && !memory_limit.has_value();
+                     double cost_budget, bool by_stash) {
   std::optional<Evaluated> best;
   std::optional<int64_t> plain_peak;
-  auto better = [&](const Evaluated& a, const Evaluated& b) {
-    if (by_stash) {
-      return std::make_tuple(a.stash_bytes, a.peak, a.cost) <
-             std::make_tuple(b.stash_bytes, b.peak, b.cost);
-    }
-    if (memory_limit.has_value()) {
-      const bool a_fits = a.peak <= *memory_limit;
-      const bool b_fits = b.peak <= *memory_limit;
-      if (a_fits != b_fits) return a_fits;
-      if (a_fits)
-        return a.cost < b.cost || (a.cost == b.cost && a.peak < b.peak);
-      return a.peak < b.peak || (a.peak == b.peak && a.cost < b.cost);
-    }
-    return a.peak < b.peak || (a.peak == b.peak && a.cost < b.cost);
-  };
   auto consider = [&](const RecomputeChoice& plan) {
     Evaluated e;
     e.schedule = ScheduleFromRecomputeChoice(problem, plan);
@@ -63,11 +63,51 @@ Evaluated SelectBest(const RecomputeProblem& problem,
       if (e.peak > *plain_peak) return;
       e.stash_bytes = StashBytes(problem.graph, e.schedule, problem.memory);
     }
-    if (!best.has_value() || better(e, *best)) best = std::move(e);
+    if (!best.has_value() || Better(e, *best, memory_limit, by_stash)) {
+      best = std::move(e);
+    }
   };
   consider(RecomputeChoice{RecomputeSet(problem.num_ops(), 0), {}});
   for (const RecomputeChoice& plan : candidates) consider(plan);
   return *std::move(best);
+}
+
+// AUTO's search with chains of at most `depth` recomputed ops: the seeds
+// and candidates deeper than that are left out. `bound_hit`: whether the
+// bound left anything out or turned a move down.
+absl::StatusOr<Evaluated> SearchAtDepth(
+    const PassInput& input, const std::vector<RecomputeChoice>& seeds,
+    int32_t depth, bool by_stash, bool& bound_hit) {
+  const RecomputeProblem& problem = input.problem;
+  const RecomputePlanOptions& options = input.options;
+  AutoRecompute::Options auto_options;
+  auto_options.memory_limit_bytes = options.memory_limit_bytes;
+  auto_options.max_overhead_ratio = input.max_overhead_ratio;
+  auto_options.max_depth = depth;
+  auto_options.effort = options.auto_effort;
+  auto_options.interrupted = options.interrupted;
+  if (by_stash) auto_options.first_backward_op = FirstBackwardOp(problem.graph);
+  bound_hit = false;
+  for (const RecomputeChoice& seed : seeds) {
+    if (RecomputeChainDepth(problem, seed) <= depth) {
+      auto_options.seeds.push_back(seed);
+    } else {
+      bound_hit = true;
+    }
+  }
+  AutoRecompute pass(std::move(auto_options));
+  ASSIGN_OR_RETURN(std::vector<RecomputeChoice> candidates, pass.Run(problem));
+  bound_hit |= pass.depth_bound_hit();
+  std::vector<RecomputeChoice> within;
+  for (RecomputeChoice& candidate : candidates) {
+    if (RecomputeChainDepth(problem, candidate) <= depth) {
+      within.push_back(std::move(candidate));
+    } else {
+      bound_hit = true;
+    }
+  }
+  return SelectBest(problem, within, options.memory_limit_bytes,
+                    input.cost_budget, by_stash);
 }
 
 }  // namespace
@@ -76,7 +116,10 @@ Evaluated SelectBest(const RecomputeProblem& problem,
 // stash objective, the minimum cuts within the budget), then the best
 // candidate by replay. The default depth bound is kDefaultMaxRecomputeDepth,
 // raised to the chain depth of the seeds so that AUTO can always fall back on
-// them; an explicit bound applies to every candidate.
+// them; an explicit bound applies to every candidate. With a memory limit
+// and the default bound, the bound must not hide the plans that meet the
+// limit: while the best plan misses it, the search runs again at twice the
+// depth, as long as that lowers the peak (GPT-2 at 131 MiB needs 32).
 absl::StatusOr<Evaluated> RunAuto(const PassInput& input) {
   const RecomputeProblem& problem = input.problem;
   const RecomputePlanOptions& options = input.options;
@@ -85,8 +128,9 @@ absl::StatusOr<Evaluated> RunAuto(const PassInput& input) {
   std::vector<RecomputeChoice> seeds = {
       RecomputeChoice{std::move(echo_seed), {}},
       RecomputeChoice{std::move(chen_seed), {}}};
-  const bool by_stash = options.objective == RecomputeObjective::kStashBytes &&
-                        !options.memory_limit_bytes.has_value();
+  const std::optional<int64_t>& limit = options.memory_limit_bytes;
+  const bool by_stash =
+      options.objective == RecomputeObjective::kStashBytes && !limit;
   if (by_stash) {
     // The exact cut within the budget (each op re-run once, peaks aside):
     // the search starts from it too and spends what budget it leaves.
@@ -106,28 +150,23 @@ absl::StatusOr<Evaluated> RunAuto(const PassInput& input) {
       depth = std::max(depth, RecomputeChainDepth(problem, seed));
     }
   }
-  AutoRecompute::Options auto_options;
-  auto_options.memory_limit_bytes = options.memory_limit_bytes;
-  auto_options.max_overhead_ratio = input.max_overhead_ratio;
-  auto_options.max_depth = depth;
-  auto_options.effort = options.auto_effort;
-  auto_options.interrupted = options.interrupted;
-  if (by_stash) auto_options.first_backward_op = FirstBackwardOp(problem.graph);
-  for (RecomputeChoice& seed : seeds) {
-    if (RecomputeChainDepth(problem, seed) <= depth) {
-      auto_options.seeds.push_back(std::move(seed));
-    }
+  bool bound_hit = false;
+  ASSIGN_OR_RETURN(Evaluated best,
+                   SearchAtDepth(input, seeds, depth, by_stash, bound_hit));
+  if (!limit.has_value() || options.max_recompute_depth != 0) return best;
+  // No chain is longer than the graph.
+  const int32_t deepest =
+      std::min<int64_t>(kMaxRecomputeDepth, problem.num_ops());
+  while (best.peak > *limit && bound_hit && depth < deepest) {
+    depth =
+        static_cast<int32_t>(std::min<int64_t>(2 * int64_t{depth}, deepest));
+    ASSIGN_OR_RETURN(Evaluated deeper,
+                     SearchAtDepth(input, seeds, depth, by_stash, bound_hit));
+    const bool lower = deeper.peak < best.peak;
+    if (Better(deeper, best, limit, by_stash)) best = std::move(deeper);
+    if (!lower) break;
   }
-  AutoRecompute pass(std::move(auto_options));
-  ASSIGN_OR_RETURN(std::vector<RecomputeChoice> candidates, pass.Run(problem));
-  std::vector<RecomputeChoice> within;
-  for (RecomputeChoice& candidate : candidates) {
-    if (RecomputeChainDepth(problem, candidate) <= depth) {
-      within.push_back(std::move(candidate));
-    }
-  }
-  return SelectBest(problem, within, options.memory_limit_bytes,
-                    input.cost_budget, options.objective);
+  return best;
 }
 
 namespace {

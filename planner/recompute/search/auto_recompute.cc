@@ -149,6 +149,7 @@ absl::StatusOr<std::vector<RecomputeChoice>> AutoRecompute::Run(
       RETURN_IF_ERROR(interrupt_status);
     }
   }
+  depth_bound_hit_ = search.depth_bound_hit();
   return candidates;
 }
 

@@ -73,9 +73,12 @@ class AutoRecompute {
   // first); the caller replays them all and keeps the best.
   absl::StatusOr<std::vector<RecomputeChoice>> Run(
       const RecomputeProblem& problem);
+  // After Run: whether the depth bound turned a move down.
+  bool depth_bound_hit() const { return depth_bound_hit_; }
 
  private:
   Options options_;
+  bool depth_bound_hit_ = false;
 };
 
 }  // namespace echo::planner

@@ -54,6 +54,7 @@ class RecomputeSearch::Impl {
 
   RecomputeState& state() { return state_; }
   bool batch() const { return batch_; }
+  bool depth_bound_hit() const { return depth_bound_hit_; }
   void SetStop(std::function<bool()> stop) { stop_ = std::move(stop); }
   bool Stopped() const { return stop_ && stop_(); }
 
@@ -269,8 +270,10 @@ class RecomputeSearch::Impl {
     return Stash(goal) ? state_.StashBytes() : state_.SlotValue(slot);
   }
 
-  bool DepthAllows(OpIndex op) const {
-    return state_.ChainDepthIfAdded(op, max_depth_) <= max_depth_;
+  bool DepthAllows(OpIndex op) {
+    const bool allows = state_.ChainDepthIfAdded(op, max_depth_) <= max_depth_;
+    depth_bound_hit_ |= !allows;
+    return allows;
   }
 
   double Score(const SearchGoal& goal, int64_t slot_value, int64_t reduction,
@@ -430,6 +433,7 @@ class RecomputeSearch::Impl {
   size_t best_steps_ = 0;
   int64_t best_peak_ = 0;
   std::function<bool()> stop_;
+  bool depth_bound_hit_ = false;
 };
 
 RecomputeSearch::RecomputeSearch(const RecomputeProblem& problem,
@@ -446,6 +450,9 @@ bool RecomputeSearch::Greedy(const SearchGoal& goal) {
 }
 void RecomputeSearch::RewindToBest() { impl_->RewindToBest(); }
 int64_t RecomputeSearch::best_peak() const { return impl_->best_peak(); }
+bool RecomputeSearch::depth_bound_hit() const {
+  return impl_->depth_bound_hit();
+}
 void RecomputeSearch::Cleanup(int64_t limit) { impl_->Cleanup(limit); }
 void RecomputeSearch::LocalSearch(int64_t limit, int32_t max_trials) {
   impl_->LocalSearch(limit, max_trials);

@@ -70,6 +70,9 @@ class RecomputeSearch {
   // Re-insertion: take out an expensive op, repair to the limit without it,
   // clean up; keep the result when cheaper. At most `max_trials` trials.
   void LocalSearch(int64_t limit, int32_t max_trials);
+  // Whether the depth bound turned a move down: a deeper bound could then
+  // find another plan.
+  bool depth_bound_hit() const;
 
  private:
   class Impl;
