@@ -52,11 +52,11 @@ OpIndex FirstBackwardOp(const Graph& graph) {
   return kNoOp;
 }
 
-std::vector<OpIndex> NeedPoints(const RecomputeProblem& problem,
-                                const std::vector<std::vector<OpIndex>>& points,
-                                OpIndex op) {
+void NeedPointsInto(const RecomputeProblem& problem,
+                    const std::vector<std::vector<OpIndex>>& points, OpIndex op,
+                    std::vector<OpIndex>& needs) {
   const Graph& graph = problem.graph;
-  std::vector<OpIndex> needs;
+  needs.clear();
   for (TensorIndex t : graph.op(op).outputs) {
     if (!graph.RemadeOnRecompute(t)) continue;  // the original serves them
     const std::vector<OpIndex>& readers = graph.tensor(t).readers;
@@ -68,47 +68,75 @@ std::vector<OpIndex> NeedPoints(const RecomputeProblem& problem,
   }
   std::sort(needs.begin(), needs.end());
   needs.erase(std::unique(needs.begin(), needs.end()), needs.end());
+}
+
+std::vector<OpIndex> NeedPoints(const RecomputeProblem& problem,
+                                const std::vector<std::vector<OpIndex>>& points,
+                                OpIndex op) {
+  std::vector<OpIndex> needs;
+  NeedPointsInto(problem, points, op, needs);
   return needs;
 }
 
-std::vector<OpIndex> ClonePointsFromNeeds(const std::vector<OpIndex>& needs,
-                                          const std::vector<OpIndex>* splits,
-                                          bool in_set) {
-  std::vector<OpIndex> points;
-  if (needs.empty()) return points;
+void ClonePointsFromNeedsInto(const std::vector<OpIndex>& needs,
+                              const std::vector<OpIndex>* splits, bool in_set,
+                              std::vector<OpIndex>& points) {
+  points.clear();
+  if (needs.empty()) return;
   if (in_set) points.push_back(needs.front());
-  if (splits == nullptr) return points;
+  if (splits == nullptr) return;
   for (OpIndex b : *splits) {
     if ((!in_set || b > needs.front()) &&
         std::binary_search(needs.begin(), needs.end(), b)) {
       points.push_back(b);
     }
   }
+}
+
+std::vector<OpIndex> ClonePointsFromNeeds(const std::vector<OpIndex>& needs,
+                                          const std::vector<OpIndex>* splits,
+                                          bool in_set) {
+  std::vector<OpIndex> points;
+  ClonePointsFromNeedsInto(needs, splits, in_set, points);
   return points;
+}
+
+void ClonePointsInto(const RecomputeProblem& problem,
+                     const RecomputeSet& recompute,
+                     const std::vector<std::vector<OpIndex>>& splits,
+                     std::vector<std::vector<OpIndex>>& points) {
+  const Graph& graph = problem.graph;
+  points.resize(graph.num_ops());
+  std::vector<OpIndex> needs;
+  // Readers come after producers: decide readers first.
+  for (OpIndex q = graph.num_ops() - 1; q >= 0; --q) {
+    points[q].clear();
+    const std::vector<OpIndex>* op_splits =
+        splits.empty() || splits[q].empty() ? nullptr : &splits[q];
+    if (!problem.can_clone[q] || (!recompute[q] && op_splits == nullptr)) {
+      continue;
+    }
+    NeedPointsInto(problem, points, q, needs);
+    ClonePointsFromNeedsInto(needs, op_splits, recompute[q] != 0, points[q]);
+  }
 }
 
 std::vector<std::vector<OpIndex>> ClonePoints(const RecomputeProblem& problem,
                                               const RecomputeChoice& plan) {
-  const Graph& graph = problem.graph;
-  std::vector<std::vector<OpIndex>> points(graph.num_ops());
-  // Readers come after producers: decide readers first.
-  for (OpIndex q = graph.num_ops() - 1; q >= 0; --q) {
-    const std::vector<OpIndex>* splits =
-        plan.splits.empty() || plan.splits[q].empty() ? nullptr
-                                                      : &plan.splits[q];
-    if (!problem.can_clone[q] || (!plan.recompute[q] && splits == nullptr)) {
-      continue;
-    }
-    points[q] = ClonePointsFromNeeds(NeedPoints(problem, points, q), splits,
-                                     plan.recompute[q] != 0);
-  }
+  std::vector<std::vector<OpIndex>> points;
+  ClonePointsInto(problem, plan.recompute, plan.splits, points);
   return points;
 }
 
 Schedule ScheduleFromRecomputeChoice(const RecomputeProblem& problem,
                                      const RecomputeChoice& plan) {
+  return ScheduleFromClonePoints(problem, ClonePoints(problem, plan));
+}
+
+Schedule ScheduleFromClonePoints(
+    const RecomputeProblem& problem,
+    const std::vector<std::vector<OpIndex>>& points) {
   const Graph& graph = problem.graph;
-  const std::vector<std::vector<OpIndex>> points = ClonePoints(problem, plan);
   // Clones grouped by the op they precede; q ascending keeps graph order.
   std::vector<int32_t> count(graph.num_ops() + 1, 0);
   for (OpIndex q = 0; q < graph.num_ops(); ++q) {
@@ -133,8 +161,13 @@ Schedule ScheduleFromRecomputeChoice(const RecomputeProblem& problem,
 
 int32_t RecomputeChainDepth(const RecomputeProblem& problem,
                             const RecomputeChoice& plan) {
+  return ChainDepthOfClonePoints(problem, ClonePoints(problem, plan));
+}
+
+int32_t ChainDepthOfClonePoints(
+    const RecomputeProblem& problem,
+    const std::vector<std::vector<OpIndex>>& points) {
   const Graph& graph = problem.graph;
-  const std::vector<std::vector<OpIndex>> points = ClonePoints(problem, plan);
   std::vector<int32_t> depth(graph.num_ops(), 0);
   int32_t deepest = 0;
   for (OpIndex q = 0; q < graph.num_ops(); ++q) {

@@ -68,22 +68,40 @@ struct RecomputeChoice {
 std::vector<OpIndex> NeedPoints(const RecomputeProblem& problem,
                                 const std::vector<std::vector<OpIndex>>& points,
                                 OpIndex op);
+// The same into `needs` (cleared first), so that a caller over many ops
+// reuses one buffer.
+void NeedPointsInto(const RecomputeProblem& problem,
+                    const std::vector<std::vector<OpIndex>>& points, OpIndex op,
+                    std::vector<OpIndex>& needs);
 
 // In the set: the first need point plus every split that is a later need
 // point. Outside: the splits that are need points.
 std::vector<OpIndex> ClonePointsFromNeeds(const std::vector<OpIndex>& needs,
                                           const std::vector<OpIndex>* splits,
                                           bool in_set);
+void ClonePointsFromNeedsInto(const std::vector<OpIndex>& needs,
+                              const std::vector<OpIndex>* splits, bool in_set,
+                              std::vector<OpIndex>& points);
 
 // Per op: the sorted original ops before which a clone of it runs
 // (ClonePointsFromNeeds). Empty when nothing needs it again.
 std::vector<std::vector<OpIndex>> ClonePoints(const RecomputeProblem& problem,
                                               const RecomputeChoice& plan);
+// The same into `points`, reusing its lists' storage (splits: empty, or one
+// list per op).
+void ClonePointsInto(const RecomputeProblem& problem,
+                     const RecomputeSet& recompute,
+                     const std::vector<std::vector<OpIndex>>& splits,
+                     std::vector<std::vector<OpIndex>>& points);
 
 // The schedule of a plan: before each original op, the clones placed there in
 // graph order.
 Schedule ScheduleFromRecomputeChoice(const RecomputeProblem& problem,
                                      const RecomputeChoice& plan);
+// The same from the plan's ClonePoints.
+Schedule ScheduleFromClonePoints(
+    const RecomputeProblem& problem,
+    const std::vector<std::vector<OpIndex>>& points);
 inline Schedule ScheduleFromRecomputeSet(const RecomputeProblem& problem,
                                          const RecomputeSet& recompute) {
   return ScheduleFromRecomputeChoice(problem, RecomputeChoice{recompute, {}});
@@ -92,6 +110,10 @@ inline Schedule ScheduleFromRecomputeSet(const RecomputeProblem& problem,
 // Longest chain of recomputed ops (an op reading a recomputed op's output).
 int32_t RecomputeChainDepth(const RecomputeProblem& problem,
                             const RecomputeChoice& plan);
+// The same from the plan's ClonePoints.
+int32_t ChainDepthOfClonePoints(
+    const RecomputeProblem& problem,
+    const std::vector<std::vector<OpIndex>>& points);
 
 // Sum of op costs over the clones of the plan.
 double RecomputeCost(const RecomputeProblem& problem,

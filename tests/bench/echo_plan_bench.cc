@@ -10,10 +10,11 @@
 //     the limit) and OPTIMAL (on graphs up to --milp_max_ops ops), and AUTO's
 //     gap to OPTIMAL.
 //   echo_plan_bench speed [--max_ops=1000000] [--min_ops=0] [--repeats=3]
-//                         [--family=lstm|transformer]
+//                         [--family=lstm|transformer] [--auto_only]
 //     Plan time per policy on generated LSTM-attention and transformer
 //     training graphs of ~1k to ~1M ops, and the log-log growth exponent.
-//     --family and --min_ops pick one graph out, e.g. to profile it.
+//     --family and --min_ops pick one graph out, e.g. to profile it;
+//     --auto_only times AUTO alone.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -330,7 +331,10 @@ int Speed(const std::map<std::string, std::string>& flags) {
       std::optional<RecomputePlan> auto_plan;
       for (RecomputePolicy policy : policies) {
         double best = INFINITY;
-        for (int r = 0; r < repeats; ++r) {
+        // --auto_only: the other columns print inf (e.g. to profile AUTO).
+        const bool skip =
+            flags.count("auto_only") && policy != RecomputePolicy::kAuto;
+        for (int r = 0; r < repeats && !skip; ++r) {
           const auto start = std::chrono::steady_clock::now();
           std::optional<RecomputePlan> plan =
               Plan(model.graph, model.op_costs, policy, std::nullopt);

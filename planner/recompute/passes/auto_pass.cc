@@ -40,18 +40,25 @@ bool Better(const Evaluated& a, const Evaluated& b,
   return a.peak < b.peak || (a.peak == b.peak && a.cost < b.cost);
 }
 
-// Replays each candidate and keeps the best under the budget (Better). The
-// plain schedule is always a candidate, so the result is never worse than
-// it.
+// Replays each distinct candidate within the depth bound and keeps the best
+// under the budget (Better); `bound_hit` is set when the bound left one
+// out. The plain schedule is always a candidate, so the result is never
+// worse than it.
 Evaluated SelectBest(const RecomputeProblem& problem,
                      const std::vector<RecomputeChoice>& candidates,
-                     const std::optional<int64_t>& memory_limit,
-                     double cost_budget, bool by_stash) {
+                     int32_t depth, const std::optional<int64_t>& memory_limit,
+                     double cost_budget, bool by_stash, bool& bound_hit) {
   std::optional<Evaluated> best;
   std::optional<int64_t> plain_peak;
   auto consider = [&](const RecomputeChoice& plan) {
+    // One pass over the graph for both the depth and the schedule.
+    const std::vector<std::vector<OpIndex>> points = ClonePoints(problem, plan);
+    if (ChainDepthOfClonePoints(problem, points) > depth) {
+      bound_hit = true;
+      return;
+    }
     Evaluated e;
-    e.schedule = ScheduleFromRecomputeChoice(problem, plan);
+    e.schedule = ScheduleFromClonePoints(problem, points);
     absl::StatusOr<SimulationResult> replay =
         ReplaySchedule(problem.graph, e.schedule, problem.memory);
     if (!replay.ok()) return;  // cannot happen for a recompute choice
@@ -68,16 +75,28 @@ Evaluated SelectBest(const RecomputeProblem& problem,
     }
   };
   consider(RecomputeChoice{RecomputeSet(problem.num_ops(), 0), {}});
-  for (const RecomputeChoice& plan : candidates) consider(plan);
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const RecomputeChoice& plan = candidates[i];
+    // The search often returns a seed or an earlier start's plan again.
+    const bool seen =
+        std::any_of(candidates.begin(), candidates.begin() + i,
+                    [&](const RecomputeChoice& earlier) {
+                      return earlier.recompute == plan.recompute &&
+                             earlier.splits == plan.splits;
+                    });
+    if (!seen) consider(plan);
+  }
   return *std::move(best);
 }
 
 // AUTO's search with chains of at most `depth` recomputed ops: the seeds
-// and candidates deeper than that are left out. `bound_hit`: whether the
-// bound left anything out or turned a move down.
+// (of chain depths `seed_depths`) and candidates deeper than that are left
+// out. `bound_hit`: whether the bound left anything out or turned a move
+// down.
 absl::StatusOr<Evaluated> SearchAtDepth(
     const PassInput& input, const std::vector<RecomputeChoice>& seeds,
-    int32_t depth, bool by_stash, bool& bound_hit) {
+    const std::vector<int32_t>& seed_depths, int32_t depth, bool by_stash,
+    bool& bound_hit) {
   const RecomputeProblem& problem = input.problem;
   const RecomputePlanOptions& options = input.options;
   AutoRecompute::Options auto_options;
@@ -88,9 +107,9 @@ absl::StatusOr<Evaluated> SearchAtDepth(
   auto_options.interrupted = options.interrupted;
   if (by_stash) auto_options.first_backward_op = FirstBackwardOp(problem.graph);
   bound_hit = false;
-  for (const RecomputeChoice& seed : seeds) {
-    if (RecomputeChainDepth(problem, seed) <= depth) {
-      auto_options.seeds.push_back(seed);
+  for (size_t i = 0; i < seeds.size(); ++i) {
+    if (seed_depths[i] <= depth) {
+      auto_options.seeds.push_back(seeds[i]);
     } else {
       bound_hit = true;
     }
@@ -98,16 +117,8 @@ absl::StatusOr<Evaluated> SearchAtDepth(
   AutoRecompute pass(std::move(auto_options));
   ASSIGN_OR_RETURN(std::vector<RecomputeChoice> candidates, pass.Run(problem));
   bound_hit |= pass.depth_bound_hit();
-  std::vector<RecomputeChoice> within;
-  for (RecomputeChoice& candidate : candidates) {
-    if (RecomputeChainDepth(problem, candidate) <= depth) {
-      within.push_back(std::move(candidate));
-    } else {
-      bound_hit = true;
-    }
-  }
-  return SelectBest(problem, within, options.memory_limit_bytes,
-                    input.cost_budget, by_stash);
+  return SelectBest(problem, candidates, depth, options.memory_limit_bytes,
+                    input.cost_budget, by_stash, bound_hit);
 }
 
 }  // namespace
@@ -143,16 +154,18 @@ absl::StatusOr<Evaluated> RunAuto(const PassInput& input) {
       seeds.push_back(RecomputeChoice{std::move(recompute), {}});
     }
   }
+  std::vector<int32_t> seed_depths;
+  for (const RecomputeChoice& seed : seeds) {
+    seed_depths.push_back(RecomputeChainDepth(problem, seed));
+  }
   int32_t depth = options.max_recompute_depth;
   if (depth == 0) {
     depth = kDefaultMaxRecomputeDepth;
-    for (const RecomputeChoice& seed : seeds) {
-      depth = std::max(depth, RecomputeChainDepth(problem, seed));
-    }
+    for (int32_t seed_depth : seed_depths) depth = std::max(depth, seed_depth);
   }
   bool bound_hit = false;
-  ASSIGN_OR_RETURN(Evaluated best,
-                   SearchAtDepth(input, seeds, depth, by_stash, bound_hit));
+  ASSIGN_OR_RETURN(Evaluated best, SearchAtDepth(input, seeds, seed_depths,
+                                                 depth, by_stash, bound_hit));
   if (!limit.has_value() || options.max_recompute_depth != 0) return best;
   // No chain is longer than the graph.
   const int32_t deepest =
@@ -160,8 +173,9 @@ absl::StatusOr<Evaluated> RunAuto(const PassInput& input) {
   while (best.peak > *limit && bound_hit && depth < deepest) {
     depth =
         static_cast<int32_t>(std::min<int64_t>(2 * int64_t{depth}, deepest));
-    ASSIGN_OR_RETURN(Evaluated deeper,
-                     SearchAtDepth(input, seeds, depth, by_stash, bound_hit));
+    ASSIGN_OR_RETURN(
+        Evaluated deeper,
+        SearchAtDepth(input, seeds, seed_depths, depth, by_stash, bound_hit));
     const bool lower = deeper.peak < best.peak;
     if (Better(deeper, best, limit, by_stash)) best = std::move(deeper);
     if (!lower) break;

@@ -44,6 +44,13 @@ class RecomputeSearch::Impl {
     // O(tensors)) stay few as the number of moves grows with the graph.
     exact_moves_ =
         batch_ ? std::clamp<size_t>(problem.num_ops() / 1000, 48, 1024) : 256;
+    // Only an eligible producer's output can make a move (RankedMoves).
+    for (TensorIndex t = 0; t < problem.graph.num_tensors(); ++t) {
+      const OpIndex p = problem.graph.tensor(t).producer;
+      if (p != kNoOp && problem.tensor_bytes[t] > 0 && problem.eligible[p]) {
+        movable_.push_back(t);
+      }
+    }
   }
 
   static constexpr size_t kMinCleanupTries = 256;
@@ -372,10 +379,10 @@ class RecomputeSearch::Impl {
       double static_score;
     };
     std::vector<Candidate> candidates;
-    for (TensorIndex t = 0; t < graph.num_tensors(); ++t) {
+    for (TensorIndex t : movable_) {
       const OpIndex p = graph.tensor(t).producer;
       const int64_t bytes = problem_.tensor_bytes[t];
-      if (p == kNoOp || bytes == 0 || seen_[p] == stamp_) continue;
+      if (seen_[p] == stamp_) continue;
       bool covers = state_.original(t).Covers(slot);
       const bool addable = covers && Addable(p);
       for (const RecomputeState::Interval& clone : state_.clones(t)) {
@@ -424,6 +431,8 @@ class RecomputeSearch::Impl {
   RecomputeState state_;
   std::vector<uint8_t> banned_;
   std::vector<uint32_t> seen_;
+  // Tensors with bytes whose producer is eligible, in index order.
+  std::vector<TensorIndex> movable_;
   uint32_t stamp_ = 0;
   double cost_floor_ = 1e-12;
   // Apply several ranked moves per scan (large graphs).

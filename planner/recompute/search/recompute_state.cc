@@ -26,12 +26,18 @@ void RecomputeState::Assign(const RecomputeChoice& plan) {
   for (OpIndex o = 0; o < n; ++o) {
     recompute_[o] = plan.recompute[o] && problem_.can_clone[o];
   }
-  splits_ = plan.splits;
+  if (plan.splits.empty()) {
+    for (std::vector<OpIndex>& splits : splits_) splits.clear();
+  } else {
+    splits_ = plan.splits;
+  }
   splits_.resize(n);
-  clone_points_ = ClonePoints(problem_, RecomputeChoice{recompute_, splits_});
+  ClonePointsInto(problem_, recompute_, splits_, clone_points_);
   cost_ = 0;
   clone_workspace_.clear();
-  std::vector<int64_t> delta(end_slot_ + 2, 0);
+  // Per slot, the change in live bytes; then their running sums.
+  std::vector<int64_t>& delta = slot_scratch_;
+  delta.assign(end_slot_ + 2, 0);
   for (OpIndex o = 0; o < n; ++o) {
     const int64_t workspace = graph_.op(o).workspace_bytes;
     delta[MainSlot(o)] += workspace;
@@ -46,7 +52,7 @@ void RecomputeState::Assign(const RecomputeChoice& plan) {
     delta[PreSlot(at) + 1] -= *workspaces.rbegin();
   }
   original_.assign(graph_.num_tensors(), Interval{});
-  clones_.assign(graph_.num_tensors(), {});
+  clones_.resize(graph_.num_tensors());
   for (TensorIndex t = 0; t < graph_.num_tensors(); ++t) {
     ComputeIntervals(t, original_[t], clones_[t]);
     const int64_t bytes = problem_.tensor_bytes[t];
@@ -58,13 +64,13 @@ void RecomputeState::Assign(const RecomputeChoice& plan) {
     add(original_[t]);
     for (const Interval& clone : clones_[t]) add(clone);
   }
-  std::vector<int64_t> values(end_slot_ + 1);
   int64_t running = 0;
   for (int32_t slot = 0; slot <= end_slot_; ++slot) {
     running += delta[slot];
-    values[slot] = running;
+    delta[slot] = running;
   }
-  tree_.Assign(values);
+  delta.pop_back();
+  tree_.Assign(delta);
   if (tracks_stash()) TrackStash(OpOfSlot(stash_from_slot_));
 }
 

@@ -143,6 +143,7 @@ class RecomputeState {
   mutable std::vector<int32_t> uses_;
   std::vector<Interval> clones_scratch_;
   std::vector<OpIndex> pending_scratch_, changed_scratch_, points_scratch_;
+  std::vector<int64_t> slot_scratch_;  // Assign's per-slot sums
 };
 
 }  // namespace echo::planner
