@@ -30,7 +30,7 @@ TRANSFORMERS_VERSION ?= 5.23.0
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all deps test-deps configure build run test bench python-venv \
-  python-vision-venv clean \
+  python-vision-venv wheel clean \
   sanitizer-deps fuzz asan tsan
 
 all: build
@@ -91,6 +91,21 @@ python-vision-venv:
 	  torchvision==$(TORCHVISION_VERSION) timm==$(TIMM_VERSION) \
 	  transformers==$(TRANSFORMERS_VERSION) ./client/python networkx
 	$(VISION_VENV)/bin/python -c 'import timm, torchvision, echo_torch; print("timm", timm.__version__, "torchvision", torchvision.__version__)'
+
+# echo-torch with echod and its libraries inside (deploy/pack/pack_echod.sh):
+# `pip install` it where there is no echod and no toolchain, and the hook
+# starts a private echod (docs/pytorch.md). The wheel is built in a venv of
+# its own, so that no system pip is touched.
+WHEEL_DIR ?= $(BUILD_DIR)/wheels
+WHEEL_VENV := $(BUILD_DIR)/wheel-venv
+wheel: build
+	$(call install_missing,python3-venv python3-pip)
+	@[ -x $(WHEEL_VENV)/bin/pip ] || /usr/bin/python3 -m venv $(WHEEL_VENV)
+	rm -rf $(BUILD_DIR)/wheel-pack $(WHEEL_DIR)
+	deploy/pack/pack_echod.sh $(BUILD_DIR) $(BUILD_DIR)/wheel-pack
+	ECHO_BUNDLE_DIR=$(abspath $(BUILD_DIR))/wheel-pack $(WHEEL_VENV)/bin/pip wheel -q \
+	  --no-deps -w $(WHEEL_DIR) ./client/python
+	@ls $(WHEEL_DIR)/*.whl
 
 test: test-deps configure python-venv python-vision-venv
 	cmake --build $(BUILD_DIR) -j $(JOBS)

@@ -3,9 +3,15 @@ $ECHO_PROTO_ROOT) into a FileDescriptorSet shipped as
 echo_torch/_proto/echo_v1.binpb. echo_torch.proto builds the message classes
 and the client stub from it at import time, so the package works with any
 protobuf runtime >= 3.20 (generated *_pb2.py files are tied to the protoc
-version that wrote them) and nothing is rewritten after generation."""
+version that wrote them) and nothing is rewritten after generation.
+
+With $ECHO_BUNDLE_DIR (deploy/pack/pack_echod.sh's output; `make wheel` sets
+it), the wheel also ships echod and its libraries as echo_torch/_echod/, for
+the private echod of echo_torch.local_server, and is tagged for this
+platform."""
 import glob
 import os
+import shutil
 import subprocess
 import sys
 
@@ -45,10 +51,41 @@ def generate_descriptor_set():
                    check=True, cwd=root)
 
 
+BUNDLE = os.environ.get("ECHO_BUNDLE_DIR")
+
+
 class BuildPyWithDescriptors(build_py):
     def run(self):
         generate_descriptor_set()
         super().run()
+        # Always cleared first: an earlier bundled build must not leak into a
+        # plain one through the build directory.
+        target = os.path.join(self.build_lib, "echo_torch", "_echod")
+        shutil.rmtree(target, ignore_errors=True)
+        if BUNDLE:
+            if not os.path.isfile(os.path.join(BUNDLE, "bin", "echod")):
+                raise RuntimeError(f"echo-torch: ECHO_BUNDLE_DIR={BUNDLE} has no bin/echod "
+                                   "(make it with deploy/pack/pack_echod.sh)")
+            shutil.copytree(BUNDLE, target)
 
 
-setup(cmdclass={"build_py": BuildPyWithDescriptors})
+cmdclass = {"build_py": BuildPyWithDescriptors}
+if BUNDLE:
+    try:
+        from setuptools.command.bdist_wheel import bdist_wheel
+    except ImportError:  # setuptools < 70.1
+        from wheel.bdist_wheel import bdist_wheel
+
+    class PlatformWheel(bdist_wheel):
+        """Binaries inside: py3-none-<platform> rather than a pure wheel."""
+
+        def finalize_options(self):
+            super().finalize_options()
+            self.root_is_pure = False
+
+        def get_tag(self):
+            return ("py3", "none") + tuple(super().get_tag()[2:])
+
+    cmdclass["bdist_wheel"] = PlatformWheel
+
+setup(cmdclass=cmdclass)

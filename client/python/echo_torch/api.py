@@ -8,7 +8,7 @@ import torch
 import torch.nn as nn
 
 from echo_torch import capture as capture_lib
-from echo_torch.client import PlannerClient, ServerUnavailable
+from echo_torch.client import ServerUnavailable, connect
 from echo_torch.convert import ConvertedGraph
 from echo_torch.log import logger
 from echo_torch.pipeline import InfeasibleWarning, PlannedGraph, PlanReport, plan_joint
@@ -285,7 +285,7 @@ def _server_planner(server, policy, memory_limit_bytes, max_overhead_ratio, time
     doubt = options.doubtful()
     if doubt:
         warnings.warn(f"echo_torch: {doubt}", RuntimeWarning, stacklevel=3)
-    client = PlannerClient(server, timeout_seconds)
+    client = connect(server, timeout_seconds)
     cache = None if plan_cache is False else (
         plan_cache if isinstance(plan_cache, PlanCache) else PlanCache())
     planner = ServerPlanner(client, options, cache)

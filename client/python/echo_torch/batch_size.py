@@ -16,7 +16,7 @@ import torch.nn as nn
 
 from echo_torch import proto
 from echo_torch.api import capture_graph, default_device
-from echo_torch.client import PlannerClient
+from echo_torch.client import connect
 from echo_torch.log import logger
 from echo_torch.planners import CHUNKING
 
@@ -66,7 +66,7 @@ def max_batch_size(model: nn.Module, *args, device: Union[str, "_dev.DeviceSpec"
     if allocator_rounding_bytes is None:
         allocator_rounding_bytes = 512 if on_cuda else 0
     request.allocator.rounding_bytes = int(allocator_rounding_bytes)
-    client = PlannerClient(server, timeout_seconds)
+    client = connect(server, timeout_seconds)
     try:
         start = time.perf_counter()
         response = client.find_max_batch_size(request)

@@ -5,6 +5,7 @@ from typing import Optional
 import grpc
 
 from echo_torch import proto
+from echo_torch.log import logger
 
 DEFAULT_SERVER = "127.0.0.1:50051"
 _MAX_MESSAGE_BYTES = 256 * 1024 * 1024
@@ -35,7 +36,8 @@ class PlanningError(RuntimeError):
 
 _UNREACHABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 _START_HINT = ("start echod (`make run`) or pass server=/set ECHO_SERVER to where it "
-               "listens")
+               "listens; with no server given, echo_torch starts a private echod when it "
+               "finds one (a wheel from `make wheel`, $ECHO_TORCH_ECHOD or echod on PATH)")
 
 
 def _one_line(text: str) -> str:
@@ -167,3 +169,28 @@ class PlannerClient:
 
     def get_memory_frontier(self, request):
         return self._call(self._stub.GetMemoryFrontier, "GetMemoryFrontier", request)
+
+
+def connect(server: Optional[str] = None, timeout_seconds: float = 30.0) -> "PlannerClient":
+    """A PlannerClient for `server`. With none given and $ECHO_SERVER unset:
+    the default address when echod answers there, else this process's
+    private echod (echo_torch.local_server) when one can be found, else the
+    default address (whose calls then fail as unreachable)."""
+    from echo_torch import local_server  # noqa: PLC0415 (it imports this module)
+    if server or os.environ.get("ECHO_SERVER") or not local_server.enabled():
+        return PlannerClient(server, timeout_seconds)
+    client = PlannerClient(None, timeout_seconds)
+    try:
+        client.wait_ready(1.0)
+        return client
+    except ServerUnavailable:
+        pass
+    try:
+        address = local_server.private_address()
+    except ServerUnavailable as error:
+        logger.warning("echo_torch: %s", error)
+        return client
+    if address is None:
+        return client
+    client.close()
+    return PlannerClient(address, timeout_seconds)
