@@ -100,12 +100,19 @@ class ConvertTest(unittest.TestCase):
                                                  "native_layer_norm:2"])
         self.assertEqual([self.tensors[t].size_bytes for t in ln.output_ids], [3 * 16 * 4, 12, 12])
 
-    def test_dropout_is_random_and_never_recomputed(self):
+    def test_dropout_reads_its_random_state_once_and_may_replay_the_draw(self):
+        # The only random op is the read of the generator's state (never re-run);
+        # the draw from it may be (dropout.py).
         random = [op for op in self.graph.ops if op.op_class == _g.OP_CLASS_RANDOM]
-        self.assertEqual([op.op_type for op in random], ["aten::native_dropout"])
+        self.assertEqual([op.op_type for op in random], ["echo::rng_state"])
         self.assertFalse(random[0].recomputable)
-        # native_dropout returns the scaled output and a bool mask.
-        self.assertEqual([self.tensors[t].size_bytes for t in random[0].output_ids],
+        self.assertEqual([self.tensors[t].size_bytes for t in random[0].output_ids], [5056])
+        (draw,) = [op for op in self.graph.ops if op.op_type == "echo::dropout_draw"]
+        self.assertTrue(draw.recomputable)
+        self.assertEqual(draw.attributes["recompute_outputs"], "2")
+        self.assertIn(random[0].output_ids[0], draw.input_ids)
+        # It returns the scaled output and a bool mask.
+        self.assertEqual([self.tensors[t].size_bytes for t in draw.output_ids],
                          [3 * 16 * 4, 3 * 16])
         self.assertTrue(all(op.recomputable for op in self.graph.ops
                             if op.op_class != _g.OP_CLASS_RANDOM))

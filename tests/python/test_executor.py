@@ -118,26 +118,80 @@ class PlanApplicationTest(unittest.TestCase):
         with self.assertRaisesRegex(PlanError, "schedule ends before"):
             build_programs(converted, plain[:-1])
 
-    def test_dropout_masks_are_never_recomputed_and_outputs_recompute_exactly(self):
+    def test_dropout_recomputes_with_its_random_state_replayed(self):
         torch.manual_seed(0)
         model = TwoLayer(dropout=0.5)
         inputs = (torch.randn(16, 8),)
-        # Ask for nothing to be stashed: the random op is kept anyway.
+        # Ask for nothing to be stashed: only the generator state is kept.
         wrapped = optimize(model, planner=StashSetPlanner([]), on_error="raise")
         eager = harness.eager(model, inputs, seed=3)
+        eager_after = torch.get_rng_state()
         planned = harness.run_step(model, wrapped, inputs, seed=3)
         self.assertEqual(planned.loss.item(), eager.loss.item())
-        # The dropout's output (read by fc2's weight gradient through tanh)
-        # is recomputed from the layer norm's and the mask, bit for bit.
+        # The mask and the output are the first run's bit for bit ...
         self.assertEqual(harness.max_grad_diff(planned, eager), 0.0)
-        # Only the mask (1 byte per element) is saved; native_dropout ran
-        # once, its output handed on as echo::dropout_output's first run.
-        self.assertEqual(sorted(wrapped.programs.saved_activation_ids), ["native_dropout:1"])
+        # ... and the replay leaves the generator where eager left it.
+        self.assertTrue(torch.equal(torch.get_rng_state(), eager_after))
+        # Neither the mask nor the output is held: the state (5056 bytes on
+        # the CPU) is, and the backward replays the draw.
         graph = wrapped.converted.graph
+        (state,) = [op for op in graph.ops if op.op_type == "echo::rng_state"]
+        self.assertFalse(state.recomputable)
+        self.assertEqual(sorted(wrapped.programs.saved_activation_ids), list(state.output_ids))
+        (draw,) = [op for op in graph.ops if op.op_type == "echo::dropout_draw"]
+        self.assertTrue(draw.recomputable)
+        self.assertEqual(draw.attributes["recompute_outputs"], "2")
+        targets = [i.target for i in wrapped.programs.backward.instrs]
+        self.assertIn(torch.ops.echo.dropout_replay.default, targets)
+        # The output can still be made from a held mask instead (a cheaper
+        # recomputation): its first run is no work, and echod is told so.
         (made,) = [op for op in graph.ops if op.op_type == "echo::dropout_output"]
-        # Its first run is no work, and echod is told so (not in the baseline).
-        self.assertEqual(made.attributes["first_run_alias"], "native_dropout:0")
+        self.assertEqual(made.attributes["first_run_alias"], draw.output_ids[0])
         self.assertGreater(report(wrapped).recompute_executions, 0)
+
+    def test_models_with_dropout_recompute_it_and_match_eager(self):
+        # The suite's Transformer and GPT (dropout 0.1 everywhere), every
+        # recomputable op recomputed: gradients equal eager's, the random
+        # stream ends where eager's does.
+        import models
+        for name in ("transformer", "gpt"):
+            with self.subTest(model=name):
+                model = models.build(name)
+                inputs = models.example_inputs(model)
+                wrapped = optimize(model, planner=StashSetPlanner([]), on_error="raise")
+                eager = harness.eager(model, inputs, seed=5)
+                eager_after = torch.get_rng_state()
+                planned = harness.run_step(model, wrapped, inputs, seed=5)
+                self.assertTrue(torch.equal(torch.get_rng_state(), eager_after))
+                self.assertEqual(planned.loss.item(), eager.loss.item())
+                self.assertLessEqual(harness.max_grad_diff(planned, eager), 1e-6)
+                replays = sum(i.target == torch.ops.echo.dropout_replay.default
+                              for i in wrapped.programs.backward.instrs)
+                draws = sum(op.op_type == "echo::dropout_draw"
+                            for op in wrapped.converted.graph.ops)
+                self.assertGreater(draws, 0)
+                self.assertEqual(replays, draws)
+
+    def test_dropout_replay_draws_what_native_dropout_drew(self):
+        from echo_torch import dropout  # noqa: F401  (registers the echo ops)
+        generator = torch.Generator().manual_seed(7)
+        for dtype in (torch.float32, torch.bfloat16, torch.float64):
+            x = torch.randn(64, 33, generator=generator).to(dtype)
+            for p in (0.1, 0.5, 0.9):
+                torch.manual_seed(1)
+                state = torch.ops.echo.rng_state(x)
+                out, mask = torch.ops.echo.dropout_draw(x, p, state)
+                after = torch.get_rng_state()
+                torch.manual_seed(1)
+                eager_out, eager_mask = torch.ops.aten.native_dropout(x, p, True)
+                self.assertTrue(torch.equal(out, eager_out) and torch.equal(mask, eager_mask))
+                torch.manual_seed(99)
+                before = torch.get_rng_state()
+                again, again_mask = torch.ops.echo.dropout_replay(x, p, state)
+                self.assertTrue(torch.equal(out, again), f"{dtype} p={p}")
+                self.assertTrue(torch.equal(mask, again_mask))
+                self.assertTrue(torch.equal(torch.get_rng_state(), before))
+                self.assertFalse(torch.equal(after, before))
 
     def test_dropout_output_recomputes_as_native_dropout_makes_it(self):
         import echo_torch.dropout  # noqa: F401  (registers echo::dropout_output)

@@ -3,7 +3,9 @@
 // the only output), priced on an H100 as echod prices a graph without costs:
 // the default depth bound hides no plan that meets the limit, an infeasible
 // answer is the lowest peak found and never above a plan found for a looser
-// limit, and the frontier runs down to it.
+// limit, and the frontier runs down to it. Most cases hold the dropout
+// draws (their masks), as graphs without random-state replay do; the hook's
+// eager capture replays them, which reaches lower.
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -25,10 +27,19 @@ constexpr int64_t kMiB = int64_t{1} << 20;
 
 class HfGpt2LimitTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    graph_ = testing::ValueOrFail(
-        adapter::GraphFromProto(testing::ValueOrFail(adapter::LoadGraphFile(
-            std::string(ECHO_TEST_DATA_DIR) + "/graphs/hf_gpt2.pb"))));
+  void SetUp() override { Load(/*hold_draws=*/true); }
+
+  void Load(bool hold_draws) {
+    v1::Graph proto = testing::ValueOrFail(adapter::LoadGraphFile(
+        std::string(ECHO_TEST_DATA_DIR) + "/graphs/hf_gpt2.pb"));
+    int draws = 0;
+    for (v1::Op& op : *proto.mutable_ops()) {
+      if (op.op_type() != "echo::dropout_draw") continue;
+      ++draws;
+      if (hold_draws) op.set_recomputable(false);
+    }
+    ASSERT_EQ(draws, 13);  // embeddings, and attention and MLP per layer
+    graph_ = testing::ValueOrFail(adapter::GraphFromProto(proto));
     const DeviceSpec device = testing::CatalogDevice("h100-80gb");
     costs_ =
         testing::ValueOrFail(EstimateOpCosts(graph_, &device, nullptr)).Costs();
@@ -56,6 +67,17 @@ TEST_F(HfGpt2LimitTest, DefaultDepthMeetsTheLimitDepth16Misses) {
   EXPECT_EQ(
       plan.planned_peak_bytes,
       testing::ValueOrFail(ReplaySchedule(graph_, plan.schedule)).peak_bytes);
+}
+
+// Replaying the draws (the hook's eager capture) lets the plan drop the
+// masks: 128 MiB, which no plan that holds them meets, is met.
+TEST_F(HfGpt2LimitTest, ReplayedDropoutReachesLower) {
+  EXPECT_FALSE(At(128 * kMiB).feasible);
+  const int64_t held_lowest = At(1).planned_peak_bytes;
+  Load(/*hold_draws=*/false);
+  const RecomputePlan plan = At(128 * kMiB);
+  EXPECT_TRUE(plan.feasible) << plan.planned_peak_bytes;
+  EXPECT_LT(At(1).planned_peak_bytes, held_lowest);
 }
 
 // Limits from the lower bound to the plain peak: each infeasible answer is

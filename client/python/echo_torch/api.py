@@ -450,7 +450,7 @@ class EchoBackend:
         partition_fn = capture_lib.make_partition_fn(
             partitioner, f"graph_{len(self._planned)}", "torch.compile",
             capture_lib.dynamo_primals(gm, example_inputs), started,
-            tangents_may_be_missing=eager)
+            tangents_may_be_missing=eager, replay_random=eager)
         compiled = aot_autograd(fw_compiler=self._compile_fn, bw_compiler=self._compile_fn,
                                 partition_fn=partition_fn,
                                 decompositions=self._decompositions)(gm, example_inputs)

@@ -219,18 +219,22 @@ def _drop_profiler_ranges(gm) -> None:
 def make_partition_fn(partitioner: Partitioner, name: str, capture: str,
                       primals: List[PrimalInfo],
                       started: Optional[float] = None,
-                      tangents_may_be_missing: bool = False):
+                      tangents_may_be_missing: bool = False,
+                      replay_random: bool = False):
     """An AOTAutograd partition_fn that converts and plans through
     `partitioner`. primals: the primals' names, one per primal of the joint
     graph (another count raises ValueError). started: when the
     capture began (default: now), for the log line. tangents_may_be_missing:
     the caller runs the backward without unused outputs' gradients
-    (no_zero_gradients)."""
+    (no_zero_gradients). replay_random: dropout draws may be recomputed with
+    their random state replayed (dropout.py; eager programs only)."""
     if started is None:
         started = time.perf_counter()
 
     def partition_fn(joint_module, joint_inputs, *, num_fwd_outputs, **_):
         _drop_profiler_ranges(joint_module)
+        if replay_random:
+            dropout.replay_dropout_draws(joint_module)
         dropout.split_dropout(joint_module)
         fake_primals = joint_inputs[0]
         if len(primals) != len(fake_primals):
@@ -357,7 +361,8 @@ class ModuleCapture:
         self._no_zero_gradients = compiler == "eager"
         partition_fn = make_partition_fn(partitioner, type(module).__name__, "aot_module",
                                          self.layout.primals,
-                                         tangents_may_be_missing=self._no_zero_gradients)
+                                         tangents_may_be_missing=self._no_zero_gradients,
+                                         replay_random=compiler == "eager")
         compile_fn, decompositions = inner_compiler(compiler)
         self._compiled = aot_function(
             self._traced, fw_compiler=compile_fn, bw_compiler=compile_fn,

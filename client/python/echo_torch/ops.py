@@ -49,7 +49,9 @@ _DATA_MOVEMENT = {"view", "_unsafe_view", "reshape", "_reshape_alias",
 _RANDOM = {"rand", "rand_like", "randn", "randn_like", "bernoulli",
            "bernoulli_", "native_dropout", "dropout", "randint", "randint_like",
            "randperm", "normal", "uniform", "uniform_", "normal_", "multinomial",
-           "exponential_", "_fused_dropout", "rrelu_with_noise"}
+           "exponential_", "_fused_dropout", "rrelu_with_noise",
+           # dropout.py: reads the generator, so a second run reads another state
+           "rng_state"}
 _EMBEDDING = {"embedding", "embedding_dense_backward", "embedding_backward",
               "_embedding_bag", "embedding_bag"}
 _COLLECTIVE = {"all_reduce", "all_gather", "reduce_scatter", "broadcast",
@@ -79,6 +81,10 @@ def recompute_substitute(target) -> Optional[RecomputeSubstitute]:
     """A training-mode batch norm recomputed without its running statistics
     (the no_stats overload) gives the same output, mean and rstd, and leaves
     the statistics, which the forward updated, alone."""
+    if target is getattr(getattr(torch.ops, "echo", None), "dropout_draw", None) or \
+            op_type(target) == "echo::dropout_draw":
+        # dropout.py: the same draw from the state the first run drew from.
+        return RecomputeSubstitute(torch.ops.echo.dropout_replay.default, lambda a: a, 2)
     if base_name(target) == "_native_batch_norm_legit_functional":
         # (input, weight, bias, running_mean, running_var, training, momentum, eps)
         return RecomputeSubstitute(
