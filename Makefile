@@ -30,7 +30,7 @@ TRANSFORMERS_VERSION ?= 5.23.0
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all deps test-deps configure build run test bench python-venv \
-  python-vision-venv wheel clean \
+  python-vision-venv wheel wheel-venv cuda-libs clean \
   sanitizer-deps fuzz asan tsan
 
 all: build
@@ -92,22 +92,48 @@ python-vision-venv:
 	  transformers==$(TRANSFORMERS_VERSION) ./client/python networkx
 	$(VISION_VENV)/bin/python -c 'import timm, torchvision, echo_torch; print("timm", timm.__version__, "torchvision", torchvision.__version__)'
 
-# echo-torch with echod and its libraries inside (deploy/pack/pack_echod.sh):
-# `pip install` it where there is no echod and no toolchain, and the hook
-# starts a private echod (docs/pytorch.md). The wheel is built in a venv of
-# its own, so that no system pip is touched.
-WHEEL_DIR ?= $(BUILD_DIR)/wheels
+# A venv of its own for pip (wheels, downloads), so no system pip is touched.
 WHEEL_VENV := $(BUILD_DIR)/wheel-venv
-wheel: build
+wheel-venv:
 	$(call install_missing,python3-venv python3-pip)
 	@[ -x $(WHEEL_VENV)/bin/pip ] || /usr/bin/python3 -m venv $(WHEEL_VENV)
+
+# cuBLAS and cuDNN for the CUDA profiler plugin, from NVIDIA's PyPI wheels,
+# when the CUDA toolkit at $(CUDA_HOME) has no cuBLAS of its own
+# (cmake/cuda_wheels.cmake finds them under $(CUDA_WHEELS_DIR)). Nothing
+# without a toolkit. Versions for the toolkit's CUDA 13.0.
+CUDA_HOME ?= /usr/local/cuda
+CUDA_WHEELS_DIR := $(BUILD_DIR)/cuda-wheels
+CUBLAS_WHEEL ?= nvidia-cublas==13.0.2.14
+CUDNN_WHEEL ?= nvidia-cudnn-cu13==9.13.1.26
+cuda-libs:
+	@if [ ! -x $(CUDA_HOME)/bin/nvcc ]; then echo "cuda-libs: no CUDA toolkit at $(CUDA_HOME)"; \
+	elif ls $(CUDA_HOME)/lib64/libcublas.so* >/dev/null 2>&1; then echo "cuda-libs: the toolkit has cuBLAS"; \
+	elif [ -f $(CUDA_WHEELS_DIR)/.done ]; then echo "cuda-libs: $(CUDA_WHEELS_DIR) is ready"; \
+	else \
+	  $(MAKE) --no-print-directory wheel-venv && \
+	  rm -rf $(CUDA_WHEELS_DIR) && mkdir -p $(CUDA_WHEELS_DIR)/download && \
+	  $(WHEEL_VENV)/bin/pip download -q --no-deps -d $(CUDA_WHEELS_DIR)/download \
+	    $(CUBLAS_WHEEL) $(CUDNN_WHEEL) && \
+	  for w in $(CUDA_WHEELS_DIR)/download/*.whl; do \
+	    $(WHEEL_VENV)/bin/python -m zipfile -e $$w $(CUDA_WHEELS_DIR); done && \
+	  rm -rf $(CUDA_WHEELS_DIR)/download && touch $(CUDA_WHEELS_DIR)/.done && \
+	  echo "cuda-libs: cuBLAS and cuDNN unpacked under $(CUDA_WHEELS_DIR)"; \
+	fi
+
+# echo-torch with echod and its libraries inside (deploy/pack/pack_echod.sh;
+# without the CUDA plugin, as the private echod does not profile):
+# `pip install` it where there is no echod and no toolchain, and the hook
+# starts a private echod (docs/pytorch.md).
+WHEEL_DIR ?= $(BUILD_DIR)/wheels
+wheel: build wheel-venv
 	rm -rf $(BUILD_DIR)/wheel-pack $(WHEEL_DIR)
-	deploy/pack/pack_echod.sh $(BUILD_DIR) $(BUILD_DIR)/wheel-pack
+	PACK_CUDA_PLUGIN=0 deploy/pack/pack_echod.sh $(BUILD_DIR) $(BUILD_DIR)/wheel-pack
 	ECHO_BUNDLE_DIR=$(abspath $(BUILD_DIR))/wheel-pack $(WHEEL_VENV)/bin/pip wheel -q \
 	  --no-deps -w $(WHEEL_DIR) ./client/python
 	@ls $(WHEEL_DIR)/*.whl
 
-test: test-deps configure python-venv python-vision-venv
+test: test-deps cuda-libs configure python-venv python-vision-venv
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 	cd $(BUILD_DIR) && ctest --output-on-failure --timeout 1800
 

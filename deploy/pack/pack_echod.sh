@@ -4,7 +4,9 @@
 # child), stripped, plus any extra binaries named after DEST and the CUDA
 # profiler plugin when this build has it; DEST/lib gets every shared library
 # they load except glibc's own (found at run time with LD_LIBRARY_PATH=DEST/lib,
-# as echo_torch's private echod and tests/gpu/run_on_gpu.sh set it).
+# as echo_torch's private echod and tests/gpu/run_on_gpu.sh set it). The
+# plugin's own libraries (cuBLAS, cuDNN: about 1 GB) are not packed: the GPU
+# machine brings them. PACK_CUDA_PLUGIN=0 leaves the plugin out.
 #
 #   deploy/pack/pack_echod.sh BUILD_DIR DEST [EXTRA_BINARY ...]
 set -euo pipefail
@@ -20,7 +22,9 @@ for b in "${binaries[@]}"; do
   [ -x "$b" ] || { echo "pack_echod: $b is not built (cmake --build $build)" >&2; exit 1; }
   strip -o "$dest/bin/$(basename "$b")" "$b"
 done
-if [ -f "$build/bin/libecho_cuda_plugin.so" ]; then
+if [ "${PACK_CUDA_PLUGIN:-1}" = 0 ]; then
+  :
+elif [ -f "$build/bin/libecho_cuda_plugin.so" ]; then
   strip -o "$dest/bin/libecho_cuda_plugin.so" "$build/bin/libecho_cuda_plugin.so"
 else
   echo "note: $build has no libecho_cuda_plugin.so (built without CUDA/cuBLAS):" \

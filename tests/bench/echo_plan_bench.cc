@@ -14,7 +14,9 @@
 //     Plan time per policy on generated LSTM-attention and transformer
 //     training graphs of ~1k to ~1M ops, and the log-log growth exponent.
 //     --family and --min_ops pick one graph out, e.g. to profile it;
-//     --auto_only times AUTO alone.
+//     --auto_only times AUTO alone; --write_graphs=DIR also writes each graph
+//     as DIR/<family>_<scale>.pb (echo.v1.Graph, the costs as each op's
+//     relative_cost), e.g. to time `echoctl plan` through echod.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -31,6 +33,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "adapter/graph_convert.h"
 #include "model_graphs.h"
 #include "planner/byte_size.h"
 #include "planner/checkmate_import.h"
@@ -293,6 +296,21 @@ int Show(const std::map<std::string, std::string>& flags) {
   return 0;
 }
 
+// DIR/<first word of the family>_<scale>.pb, with the op costs in the proto.
+void WriteGraph(const ModelGraph& model, const std::string& dir,
+                const std::string& family, int scale) {
+  v1::Graph proto = adapter::GraphToProto(model.graph);
+  for (int i = 0; i < proto.ops_size(); ++i) {
+    proto.mutable_ops(i)->set_relative_cost(model.op_costs[i]);
+  }
+  const std::string path = absl::StrCat(
+      dir, "/", family.substr(0, family.find(' ')), "_", scale, ".pb");
+  std::ofstream out(path, std::ios::binary);
+  if (!proto.SerializeToOstream(&out)) {
+    std::fprintf(stderr, "cannot write %s\n", path.c_str());
+  }
+}
+
 int Speed(const std::map<std::string, std::string>& flags) {
   const double max_ops = FlagDouble(flags, "max_ops", 1e6);
   const double min_ops = FlagDouble(flags, "min_ops", 0);
@@ -327,6 +345,8 @@ int Speed(const std::map<std::string, std::string>& flags) {
       ModelGraph model = family.make(scale);
       if (model.graph.num_ops() > max_ops * 1.5) break;
       if (model.graph.num_ops() < min_ops) continue;
+      if (flags.count("write_graphs"))
+        WriteGraph(model, flags.at("write_graphs"), family.name, scale);
       std::vector<double> ms;
       std::optional<RecomputePlan> auto_plan;
       for (RecomputePolicy policy : policies) {

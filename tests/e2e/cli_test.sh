@@ -122,6 +122,19 @@ ctl frontier --graph "$vgg" >"$work/frontier.txt"
 check "frontier starts at the plain peak" grep -q "15825108992" "$work/frontier.txt"
 ctl node-info >"$work/node.txt"
 check "node-info says no GPU" grep -q "GPUs: no GPU" "$work/node.txt"
+if [ -f "$bin/libecho_cuda_plugin.so" ]; then
+  # The plugin loads beside echod and answers for CUDA: the device count's
+  # error, and the libraries' versions.
+  check "node-info's no GPU comes from the CUDA plugin" \
+    grep -q "GPUs: no GPU (cudaGetDeviceCount: cuda[A-Za-z]* ([0-9]*))" "$work/node.txt"
+  check "node-info names the CUDA runtime, cuBLAS and cuDNN" \
+    grep -Eq "CUDA runtime [0-9]+\.[0-9]+, cuBLAS [0-9.]+, cuDNN [0-9.]+" "$work/node.txt"
+elif [ "${ECHO_REQUIRE_CUDA_PLUGIN:-0}" = 1 ]; then
+  check "the CUDA plugin is built (ECHO_REQUIRE_CUDA_PLUGIN=1)" false
+else
+  check "node-info says echod was built without CUDA" \
+    grep -q "GPUs: no GPU (built without CUDA)" "$work/node.txt"
+fi
 version=$("$bin/echoctl" --version | sed -n 's/^echoctl //p')
 check "echoctl --version is the version node-info reports" grep -qx "echod: $version" "$work/node.txt"
 ctl profile --graph "$vgg" 2>"$work/err.txt" >/dev/null

@@ -14,7 +14,7 @@ pip_python="${2:-$build/venv/bin/python}"
 bin="$build/bin"
 source "$root/tests/e2e/lib.sh"
 
-"$root/deploy/pack/pack_echod.sh" "$build" "$work/pack" 2>/dev/null
+PACK_CUDA_PLUGIN=0 "$root/deploy/pack/pack_echod.sh" "$build" "$work/pack"
 ECHO_BUNDLE_DIR="$work/pack" "$pip_python" -m pip wheel -q --no-deps -w "$work/wheels" \
   "$root/client/python" 2>&1 | grep -v "^WARNING: Location" 
 wheel=$(ls "$work"/wheels/echo_torch-*-py3-none-linux_*.whl 2>/dev/null)

@@ -6,7 +6,15 @@
 # CUDA profiler plugin and its tests when the build has them, the echo-torch
 # wheel; `carry` build/gpu-bundle with the device runner).
 #
-#   tests/gpu/run_on_gpu.sh OUTDIR [bundle dir]     (default bundle: build/gpu-bundle)
+#   tests/gpu/run_on_gpu.sh [--dry] OUTDIR [bundle dir]   (default bundle: build/gpu-bundle)
+#
+# --dry runs every step on a machine without a GPU, up to the first device
+# call: the bundle's echod and profiler tests (which skip, saying why), the
+# wheel into a fresh venv (torch 2.13 CPU from this machine's disk, grpcio
+# and protobuf from PyPI, standing in for the image's), and the benchmark
+# drivers on the CPU at their smallest sizes, writing the same tables. CI
+# runs it (ctest gpu_script_dry), so a GPU's minutes are not spent on a
+# script that fails at its first line.
 #
 # In OUTDIR: nvidia_smi.txt, profiler.txt / calibration.{txt,csv} (when the
 # bundle has the profiler), frontier/ (the suite at CI sizes on the GPU:
@@ -15,7 +23,9 @@
 # a time limit so that the whole run stays under 8 minutes.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
-out="${1:?usage: run_on_gpu.sh OUTDIR [bundle dir]}"
+dry=0
+if [ "${1:-}" = "--dry" ]; then dry=1; shift; fi
+out="${1:?usage: run_on_gpu.sh [--dry] OUTDIR [bundle dir]}"
 bundle="${2:-$root/build/gpu-bundle}"
 mkdir -p "$out"
 summary="$out/summary.txt"
@@ -51,15 +61,28 @@ fi
 # image's torch, grpcio and protobuf.
 python="${PYTHON:-python3}"
 venv="$out/venv"
-"$python" -m venv --system-site-packages "$venv" &&
-  "$venv/bin/pip" install -q --no-deps --no-index "$bundle"/wheels/echo_torch-*.whl ||
+if [ "$dry" = 1 ]; then
+  # No image here: a clean venv gets what the image would have.
+  "$python" -m venv "$venv" &&
+    "$venv/bin/pip" install -q torch==2.13.0 grpcio protobuf 2>&1 | grep -v "^WARNING: Location"
+fi
+[ "$dry" = 1 ] || "$python" -m venv --system-site-packages "$venv"
+"$venv/bin/pip" install -q --no-deps --no-index "$bundle"/wheels/echo_torch-*.whl ||
   { echo "hook: could not install the wheel" | tee -a "$summary"; exit 1; }
 "$venv/bin/python" -c 'import torch, echo_torch; print("torch", torch.__version__,
   "cuda", torch.cuda.is_available(), torch.cuda.get_device_name() if torch.cuda.is_available() else "")' \
   | tee -a "$summary"
 
 cd "$root/tests/python" || exit 1
-stage frontier 240 "$venv/bin/python" bench_frontier.py --cuda --out "$out/frontier"
-stage nmt_paper 180 "$venv/bin/python" bench_frontier.py --cuda --models nmt-paper \
-  --out "$out/nmt_paper"
+if [ "$dry" = 1 ]; then
+  # The same drivers on the CPU, at the suite's smallest model.
+  stage frontier 240 "$venv/bin/python" bench_frontier.py --models gpt --out "$out/frontier"
+  stage nmt_paper 180 "$venv/bin/python" bench_frontier.py --models gpt --out "$out/nmt_paper"
+else
+  stage frontier 240 "$venv/bin/python" bench_frontier.py --cuda --out "$out/frontier"
+  stage nmt_paper 180 "$venv/bin/python" bench_frontier.py --cuda --models nmt-paper \
+    --out "$out/nmt_paper"
+fi
 cat "$summary"
+# Any stage that failed fails the run (its log is in OUTDIR).
+! grep -v ": exit 0 in" "$summary" | grep -q ": exit "

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# tests/gpu/run_on_gpu.sh --dry on this machine (issue 22): the bundle as
+# make_bundle.sh makes it, every stage up to the first device call, and the
+# tables the real run writes. Prints each stage's time, the estimate of the
+# real run's length comes from them (docs/testing.md).
+#
+#   dry_run_test.sh BUILD_DIR
+set -uo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+build="$(cd "$1" && pwd)"
+bin="$build/bin"
+source "$root/tests/e2e/lib.sh"
+
+"$root/tests/gpu/make_bundle.sh" "$build" "$work/bundle" >"$work/bundle.log" 2>&1
+check "make_bundle.sh packs echod and the wheel" \
+  bash -c "[ -x '$work/bundle/bin/echod' ] && ls '$work'/bundle/wheels/echo_torch-*.whl >/dev/null"
+PYTHON=/usr/bin/python3 bash "$root/tests/gpu/run_on_gpu.sh" --dry "$work/out" "$work/bundle" \
+  >"$work/run.log" 2>&1
+rc=$?
+cat "$work/out/summary.txt" 2>/dev/null
+check "run_on_gpu.sh --dry exits 0" test "$rc" -eq 0
+check "every stage ran and exited 0" \
+  bash -c "grep -c ': exit 0 in' '$work/out/summary.txt' | grep -qx '[2-9]'"
+check "the frontier tables are written" \
+  bash -c "[ -s '$work/out/frontier/results.json' ] && [ -s '$work/out/frontier/frontier.md' ]"
+check "the hook ran on the bundled echod" grep -q "torch 2.13" "$work/out/summary.txt"
+[ "$rc" -eq 0 ] || tail -n 30 "$work/run.log"
+finish
