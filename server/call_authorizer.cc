@@ -3,8 +3,6 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -15,6 +13,7 @@
 #include "grpc/grpc_security_constants.h"
 #include "grpcpp/security/auth_context.h"
 #include "planner/status_macros.h"
+#include "server/read_file.h"
 #include "spdlog/spdlog.h"
 
 namespace echo::server {
@@ -43,18 +42,12 @@ bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
 }
 
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::NotFoundError(
-        absl::StrCat("--auth_token_file: cannot read ", path));
-  }
+  ASSIGN_OR_RETURN(std::string text, ReadWholeFile("--auth_token_file", path));
   struct stat info {};
   if (::stat(path.c_str(), &info) == 0 && (info.st_mode & S_IROTH) != 0) {
     spdlog::warn("{} is readable by every user; chmod 0600 or 0640 it", path);
   }
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
+  return text;
 }
 
 }  // namespace

@@ -4,14 +4,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
-#include <sstream>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "server/read_file.h"
 
 namespace echo::server {
 namespace {
@@ -20,11 +19,9 @@ namespace {
 constexpr int64_t kUnlimitedV1 = int64_t{1} << 62;
 
 std::optional<std::string> ReadSmallFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+  absl::StatusOr<std::string> text = ReadWholeFile("cgroup", path);
+  if (!text.ok()) return std::nullopt;  // no such limit here
+  return *std::move(text);
 }
 
 // `dir` and each directory above it up to `root`, innermost first.
@@ -47,6 +44,17 @@ template <typename T>
 void KeepSmaller(std::optional<T>& limit, std::optional<T> value) {
   if (value.has_value() && (!limit.has_value() || *value < *limit)) {
     limit = value;
+  }
+}
+
+// Reads `file` in each of `dirs`, parses it, and keeps the smallest limit.
+template <typename T, typename Parser>
+void KeepSmallestOf(const std::vector<std::string>& dirs, const char* file,
+                    Parser parse, std::optional<T>& limit) {
+  for (const std::string& dir : dirs) {
+    if (std::optional<std::string> text = ReadSmallFile(dir + "/" + file)) {
+      KeepSmaller(limit, parse(*text));
+    }
   }
 }
 
@@ -112,15 +120,10 @@ HostLimits ReadHostLimits(absl::string_view proc_self_cgroup,
     const absl::string_view controllers = fields[1];
     const absl::string_view path = fields[2];
     if (controllers.empty()) {
-      for (const std::string& dir : DirsUpTo(cgroup_root, path)) {
-        if (std::optional<std::string> text = ReadSmallFile(dir + "/cpu.max")) {
-          KeepSmaller(limits.cpu_quota, ParseCpuMax(*text));
-        }
-        if (std::optional<std::string> text =
-                ReadSmallFile(dir + "/memory.max")) {
-          KeepSmaller(limits.memory_limit_bytes, ParseMemoryLimit(*text));
-        }
-      }
+      const std::vector<std::string> dirs = DirsUpTo(cgroup_root, path);
+      KeepSmallestOf(dirs, "cpu.max", ParseCpuMax, limits.cpu_quota);
+      KeepSmallestOf(dirs, "memory.max", ParseMemoryLimit,
+                     limits.memory_limit_bytes);
       continue;
     }
     for (absl::string_view controller : absl::StrSplit(controllers, ',')) {
@@ -129,12 +132,9 @@ HostLimits ReadHostLimits(absl::string_view proc_self_cgroup,
           KeepSmaller(limits.cpu_quota, CpuQuotaV1(dir));
         }
       } else if (controller == "memory") {
-        for (const std::string& dir : DirsUpTo(cgroup_root + "/memory", path)) {
-          if (std::optional<std::string> text =
-                  ReadSmallFile(dir + "/memory.limit_in_bytes")) {
-            KeepSmaller(limits.memory_limit_bytes, ParseMemoryLimit(*text));
-          }
-        }
+        KeepSmallestOf(DirsUpTo(cgroup_root + "/memory", path),
+                       "memory.limit_in_bytes", ParseMemoryLimit,
+                       limits.memory_limit_bytes);
       }
     }
   }

@@ -79,7 +79,6 @@ PlannerService::PlannerService(PlannerServiceOptions options,
   budget_ = std::make_unique<MemoryBudget>(RequestMemoryBytes(options_));
   int threads = options_.worker_threads;
   if (threads <= 0) threads = std::max(1, options_.host.cpus);
-  worker_threads_ = threads;
   // Admission control already bounds the calls in flight; the queue bound
   // only makes that explicit. Workers run at a lower priority than gRPC's
   // threads: health checks answer while plans use every core.
@@ -320,7 +319,7 @@ absl::Status PlannerService::DoGetNodeInfo(grpc::CallbackServerContext*,
     adapter::NodeReportToProto(profiler_->NodeInfo(), response);
   }
   response->set_server_version(ECHO_VERSION);
-  response->set_worker_threads(worker_threads_);
+  response->set_worker_threads(workers_->threads());
   response->set_memory_limit_bytes(
       options_.host.memory_limit_bytes.value_or(0));
   response->set_request_memory_bytes(budget_->capacity_bytes());

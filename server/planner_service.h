@@ -114,7 +114,7 @@ class PlannerService final : public RawPlannerService {
   }
 
   const OptimalWorker& optimal_worker() const { return optimal_; }
-  int worker_threads() const { return worker_threads_; }
+  int worker_threads() const { return workers_->threads(); }
   // Admitted calls not yet completed.
   int in_flight() const { return in_flight_.load(); }
   const MemoryBudget& memory_budget() const { return *budget_; }
@@ -313,7 +313,6 @@ class PlannerService final : public RawPlannerService {
   // Declared last: destroyed first, finishing what it has queued while the
   // members its tasks use are still alive.
   std::unique_ptr<WorkerPool> workers_;
-  int worker_threads_ = 0;
   std::unique_ptr<MemoryBudget> budget_;
 };
 

@@ -8,30 +8,14 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "planner/status_macros.h"
+#include "server/read_file.h"
 
 namespace echo::server {
-
-namespace {
-
-absl::StatusOr<std::string> ReadFile(const std::string& flag,
-                                     const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::NotFoundError(absl::StrCat(flag, ": cannot read ", path));
-  }
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
-
-}  // namespace
 
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> TcpServerCredentials(
     const std::string& cert_file, const std::string& key_file,
@@ -48,13 +32,14 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> TcpServerCredentials(
     }
     return grpc::InsecureServerCredentials();
   }
-  ASSIGN_OR_RETURN(std::string cert, ReadFile("--tls_cert_file", cert_file));
-  ASSIGN_OR_RETURN(std::string key, ReadFile("--tls_key_file", key_file));
+  ASSIGN_OR_RETURN(std::string cert,
+                   ReadWholeFile("--tls_cert_file", cert_file));
+  ASSIGN_OR_RETURN(std::string key, ReadWholeFile("--tls_key_file", key_file));
   grpc::SslServerCredentialsOptions ssl;
   ssl.pem_key_cert_pairs.push_back({key, cert});
   if (!client_ca_file.empty()) {
     ASSIGN_OR_RETURN(ssl.pem_root_certs,
-                     ReadFile("--tls_client_ca_file", client_ca_file));
+                     ReadWholeFile("--tls_client_ca_file", client_ca_file));
     if (ssl.pem_root_certs.find("-----BEGIN CERTIFICATE-----") ==
         std::string::npos) {
       return absl::InvalidArgumentError(absl::StrCat(

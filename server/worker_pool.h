@@ -29,6 +29,7 @@ class WorkerPool {
 
   // False, without running it, when the queue is full.
   bool TrySubmit(std::function<void()> task);
+  int threads() const { return static_cast<int>(threads_.size()); }
 
  private:
   void Work();
