@@ -44,6 +44,15 @@ stage() {  # stage NAME SECONDS COMMAND...
 
 [ -x "$bundle/bin/echod" ] || { echo "no bundle at $bundle: run tests/gpu/make_bundle.sh" >&2; exit 2; }
 export LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# The CUDA plugin's cuBLAS 13 and cuDNN 9 are not in the bundle (about 1 GB):
+# the image's torch brings NVIDIA's wheels, whose lib directories are added
+# (a torch built for CUDA 12 has cuBLAS 12 only: the plugin then reports "no
+# GPU (CUDA plugin: libcublas.so.13: ...)" and the profiler stages say so).
+for lib in $("${PYTHON:-python3}" -c 'import glob, site
+print(" ".join(d for s in site.getsitepackages() for d in glob.glob(s + "/nvidia/*/lib")))' \
+  2>/dev/null); do
+  LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$lib"
+done
 export ECHO_ECHOD="$bundle/bin/echod"
 export ECHO_TORCH_CACHE_DIR="$out/plan_cache"
 command -v nvidia-smi >/dev/null && nvidia-smi >"$out/nvidia_smi.txt" 2>&1
