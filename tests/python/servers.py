@@ -3,10 +3,7 @@ port, and a fake MemoryPlanner (grpc.server on 127.0.0.1) that answers with
 plans built by a simple local rule, recording the requests it gets."""
 import concurrent.futures
 import contextlib
-import ctypes
 import os
-import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -17,6 +14,7 @@ import grpc
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 from echo_torch import proto  # noqa: E402
+from echo_torch.local_server import spawn_with_parent  # noqa: E402
 from echo_torch.planners import schedule_from_stash, stash_of_schedule  # noqa: E402
 
 _g = proto.graph_pb2
@@ -34,22 +32,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _die_with_parent():
-    """Linux: SIGTERM the child when the test process dies (a ctest timeout
-    kills python without running its cleanup)."""
-    pr_set_pdeathsig = 1
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
-
-
-def _spawn(argv, **kwargs):
-    """Popen of argv that dies with this process. Through util-linux's
-    setpriv where there is one: Python code between fork and exec
-    (preexec_fn) is unsafe beside gRPC's threads, and once left an echod
-    that never started ("epoll_wait error: Bad file descriptor")."""
-    setpriv = shutil.which("setpriv")
-    if setpriv:
-        return subprocess.Popen([setpriv, "--pdeathsig", "TERM", "--", *argv], **kwargs)
-    return subprocess.Popen(argv, preexec_fn=_die_with_parent, **kwargs)
+# Popen of argv that dies with this process (a ctest timeout kills python
+# without running its cleanup): the hook's own spawner.
+_spawn = spawn_with_parent
 
 
 def echod_path():

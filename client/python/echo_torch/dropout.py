@@ -99,14 +99,12 @@ def dropout_replay(x: torch.Tensor, p: float,
     return out, mask
 
 
-@dropout_draw.register_fake
-def _(x, p, state):
+def _draw_fake(x, p, state):
     return torch.empty_like(x), torch.empty_like(x, dtype=torch.bool)
 
 
-@dropout_replay.register_fake
-def _(x, p, state):
-    return torch.empty_like(x), torch.empty_like(x, dtype=torch.bool)
+dropout_draw.register_fake(_draw_fake)
+dropout_replay.register_fake(_draw_fake)
 
 
 def replay_dropout_draws(gm) -> int:
@@ -153,7 +151,7 @@ def split_dropout(gm) -> int:
             args = list(node.args) + [node.kwargs.get("train")] * (3 - len(node.args))
             x, p, train = args[0], args[1], args[2]
         else:
-            (x, p, _state), train = node.args, True
+            x, p, train = node.args[0], node.args[1], True
         getitems = {u.args[1]: u for u in node.users
                     if u.op == "call_function" and u.target is operator.getitem}
         output = getitems.get(0)

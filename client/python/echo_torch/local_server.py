@@ -58,7 +58,7 @@ def _die_with_parent():
         pass
 
 
-def _spawn(command, **kwargs) -> subprocess.Popen:
+def spawn_with_parent(command, **kwargs) -> subprocess.Popen:
     """Popen that dies with this process: through util-linux's setpriv where
     there is one, since Python code between fork and exec (preexec_fn) is
     unsafe beside gRPC's threads."""
@@ -87,8 +87,8 @@ class PrivateServer:
                    f"--profile_cache_dir={os.path.join(self.directory, 'profiles')}",
                    "--log_level=warn"]
         with open(self.log_path, "wb") as log:
-            self.process = _spawn(command, stdin=subprocess.DEVNULL, stdout=log,
-                                  stderr=subprocess.STDOUT, env=env)
+            self.process = spawn_with_parent(command, stdin=subprocess.DEVNULL, stdout=log,
+                                             stderr=subprocess.STDOUT, env=env)
 
     def wait_ready(self, timeout_seconds: float = _START_SECONDS) -> None:
         # Imported here: client imports this module.

@@ -81,8 +81,7 @@ def recompute_substitute(target) -> Optional[RecomputeSubstitute]:
     """A training-mode batch norm recomputed without its running statistics
     (the no_stats overload) gives the same output, mean and rstd, and leaves
     the statistics, which the forward updated, alone."""
-    if target is getattr(getattr(torch.ops, "echo", None), "dropout_draw", None) or \
-            op_type(target) == "echo::dropout_draw":
+    if op_type(target) == "echo::dropout_draw":
         # dropout.py: the same draw from the state the first run drew from.
         return RecomputeSubstitute(torch.ops.echo.dropout_replay.default, lambda a: a, 2)
     if base_name(target) == "_native_batch_norm_legit_functional":

@@ -129,8 +129,9 @@ absl::StatusOr<Evaluated> SearchAtDepth(
 // raised to the chain depth of the seeds so that AUTO can always fall back on
 // them; an explicit bound applies to every candidate. With a memory limit
 // and the default bound, the bound must not hide the plans that meet the
-// limit: while the best plan misses it, the search runs again at twice the
-// depth, as long as that lowers the peak (GPT-2 at 131 MiB needs 32).
+// limit: while the best plan misses it and the bound turned a move down,
+// the search runs again at twice the depth, as long as that lowers the peak
+// (HF GPT-2 with its dropout masks held, at 131 MiB, needs 32).
 absl::StatusOr<Evaluated> RunAuto(const PassInput& input) {
   const RecomputeProblem& problem = input.problem;
   const RecomputePlanOptions& options = input.options;
