@@ -32,11 +32,6 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-# Popen of argv that dies with this process (a ctest timeout kills python
-# without running its cleanup): the hook's own spawner.
-_spawn = spawn_with_parent
-
-
 def echod_path():
     """$ECHO_ECHOD (set by ctest), else build/bin/echod; None if not built."""
     path = os.environ.get("ECHO_ECHOD") or os.path.join(REPO, "build", "bin", "echod")
@@ -76,7 +71,8 @@ class Echod:
         self.address = f"127.0.0.1:{port}"
         # A file, not a pipe: nobody drains a pipe while tests run.
         self.log = tempfile.TemporaryFile()
-        self.process = _spawn(
+        # Dies with this process: a ctest timeout kills python without its cleanup.
+        self.process = spawn_with_parent(
             [self.path, f"--grpc_address={self.address}", "--metrics_address=",
              "--log_level=warn", *self.extra_args], stdout=subprocess.DEVNULL,
             stderr=self.log)
