@@ -31,7 +31,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all deps test-deps configure build run test bench python-venv \
   python-vision-venv wheel wheel-venv cuda-libs clean \
-  sanitizer-deps fuzz asan tsan
+  sanitizer-deps fuzz asan tsan image-deps image image-test image-clean
 
 all: build
 
@@ -104,8 +104,8 @@ wheel-venv:
 # without a toolkit. Versions for the toolkit's CUDA 13.0.
 CUDA_HOME ?= /usr/local/cuda
 CUDA_WHEELS_DIR := $(BUILD_DIR)/cuda-wheels
-CUBLAS_WHEEL ?= nvidia-cublas==13.0.2.14
-CUDNN_WHEEL ?= nvidia-cudnn-cu13==9.13.1.26
+CUBLAS_WHEEL ?= $(shell grep -m1 '^nvidia-cublas==' cmake/cuda-wheels.txt)
+CUDNN_WHEEL ?= $(shell grep -m1 '^nvidia-cudnn-cu13==' cmake/cuda-wheels.txt)
 cuda-libs:
 	@if [ ! -x $(CUDA_HOME)/bin/nvcc ]; then echo "cuda-libs: no CUDA toolkit at $(CUDA_HOME)"; \
 	elif ls $(CUDA_HOME)/lib64/libcublas.so* >/dev/null 2>&1; then echo "cuda-libs: the toolkit has cuBLAS"; \
@@ -136,6 +136,30 @@ wheel: build wheel-venv
 test: test-deps cuda-libs configure python-venv python-vision-venv
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 	cd $(BUILD_DIR) && ctest --output-on-failure --timeout 1800
+
+# The container image, built with no Docker Hub access: the base is
+# bootstrapped from Debian's packages when it cannot be pulled
+# (deploy/README.md). IMAGE_CUDA=ON builds the CUDA plugin in, with CUDA from
+# NVIDIA's apt repository or, where it is unreachable, from PyPI's wheels.
+IMAGE_TAG ?= echod:cpu
+IMAGE_CUDA ?= OFF
+image-deps:
+	$(call install_missing,docker.io debootstrap curl)
+	deploy/docker/start_engine.sh
+
+image: image-deps
+	ECHO_WITH_CUDA=$(IMAGE_CUDA) deploy/docker/build_image.sh $(IMAGE_TAG)
+
+# Runs the image as the DaemonSet does and checks it from outside, with the
+# host's echoctl.
+image-test: image build
+	deploy/docker/image_test.sh $(IMAGE_TAG) $(BUILD_DIR)/bin/echoctl
+
+# Drops the image and the engine's build cache (about 1 GB); keeps the base.
+DOCKER ?= $(shell command -v /usr/bin/docker || command -v docker)
+image-clean:
+	$(DOCKER) image rm -f $(IMAGE_TAG) >/dev/null
+	$(DOCKER) builder prune -af >/dev/null
 
 bench: build
 	$(BUILD_DIR)/bin/echo_plan_bench quality --milp_seconds=120

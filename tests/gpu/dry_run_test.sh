@@ -25,4 +25,13 @@ check "the frontier tables are written" \
   bash -c "[ -s '$work/out/frontier/results.json' ] && [ -s '$work/out/frontier/frontier.md' ]"
 check "the hook ran on the bundled echod" grep -q "torch 2.13" "$work/out/summary.txt"
 [ "$rc" -eq 0 ] || tail -n 30 "$work/run.log"
+
+# The run's budget: a second run in the same OUTDIR (its venv is ready, so
+# little is spent before the first stage) with 12 s has none left for the
+# stages; they are skipped, say why, and fail the run.
+PYTHON=/usr/bin/python3 RUN_BUDGET_SECONDS=12 bash "$root/tests/gpu/run_on_gpu.sh" --dry \
+  "$work/out" "$work/bundle" >"$work/budget.log" 2>&1
+check "a spent budget fails the run" test "$?" -ne 0
+check "a spent budget skips the frontier stage, saying so" \
+  grep -q "^frontier: exit 124 in 0 s (skipped: the run's 12 s budget is spent)" "$work/out/summary.txt"
 finish

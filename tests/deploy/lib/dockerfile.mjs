@@ -91,6 +91,11 @@ function shellOf(stage) {
 
 export function checkDockerfile(text) {
   const problems = [];
+  // A `# syntax=` directive makes the engine pull a frontend image from a
+  // registry first, so the image could not be built where Docker Hub is
+  // unreachable (make image).
+  const syntax = /^#\s*syntax\s*=.*$/im.exec(text.split(/^[^#\n]/m)[0]);
+  if (syntax) problems.push(`"${syntax[0]}": the frontend would be pulled from a registry; use the engine's built-in one`);
   const { stages } = parseDockerfile(text);
   if (stages.length < 2) return [`${stages.length} stage(s): expected a build stage and a runtime stage`];
   const final = stages.at(-1);

@@ -162,6 +162,7 @@ const inFinalStage = (from, to) =>
   dockerfile.slice(0, finalStageStart) + dockerfile.slice(finalStageStart).replace(from, to);
 
 const dockerCases = [
+  ["a syntax directive", "# syntax=docker/dockerfile:1.7\n" + dockerfile, checkDockerfile, /pulled from a registry/],
   ["no HEALTHCHECK", dockerfile.replace(/^HEALTHCHECK[\s\S]*?fi\n/m, ""), checkDockerfile, /no HEALTHCHECK/],
   ["HEALTHCHECK without echoctl", dockerfile.replace(/^HEALTHCHECK[\s\S]*?fi\n/m, "HEALTHCHECK --interval=30s --timeout=5s --start-period=5s CMD curl -f localhost:9464/metrics\n"), checkDockerfile, /echoctl/],
   ["root USER", dockerfile.replace(/^USER .*$/m, "USER root"), checkDockerfile, /not a numeric non-root uid/],

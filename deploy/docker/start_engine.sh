@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Starts a Docker engine when none answers (a CI machine or a fresh host with
+# docker.io installed and no init system running it), and waits for it.
+set -euo pipefail
+docker_bin="$(command -v /usr/bin/docker || command -v docker)"
+"${docker_bin}" info >/dev/null 2>&1 && exit 0
+command -v dockerd >/dev/null || { echo "start_engine: no dockerd (apt-get install docker.io)" >&2; exit 1; }
+sudo=""
+[ "$(id -u)" = 0 ] || sudo=sudo
+log="${TMPDIR:-/tmp}/echo-dockerd.log"
+echo "start_engine: starting dockerd (log ${log})"
+${sudo} nohup dockerd >"${log}" 2>&1 &
+for _ in $(seq 1 60); do
+  "${docker_bin}" info >/dev/null 2>&1 && exit 0
+  sleep 1
+done
+echo "start_engine: dockerd did not answer in 60 s:" >&2
+tail -20 "${log}" >&2
+exit 1
