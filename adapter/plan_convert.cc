@@ -114,10 +114,10 @@ absl::StatusOr<bool> ChunkingFromProto(int mode) {
 
 absl::StatusOr<planner::Schedule> ScheduleFromProto(
     const planner::Graph& graph,
-    const v1::GenerateRecomputePlanResponse& response) {
+    const google::protobuf::RepeatedPtrField<v1::Execution>& executions) {
   planner::Schedule schedule;
-  schedule.reserve(response.schedule_size());
-  for (const v1::Execution& e : response.schedule()) {
+  schedule.reserve(executions.size());
+  for (const v1::Execution& e : executions) {
     const planner::OpIndex op = graph.FindOp(e.op_id());
     if (op < 0) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -126,6 +126,17 @@ absl::StatusOr<planner::Schedule> ScheduleFromProto(
     schedule.push_back(planner::Execution{op, e.recompute()});
   }
   return schedule;
+}
+
+void ScheduleToProto(
+    const planner::Graph& graph, const planner::Schedule& schedule,
+    google::protobuf::RepeatedPtrField<v1::Execution>* executions) {
+  executions->Reserve(executions->size() + static_cast<int>(schedule.size()));
+  for (const planner::Execution& e : schedule) {
+    v1::Execution* out = executions->Add();
+    out->set_op_id(graph.op(e.op).id);
+    out->set_recompute(e.recompute);
+  }
 }
 
 namespace {
@@ -221,12 +232,7 @@ void FillPlanResponse(const planner::Graph& request_graph,
   response->set_baseline_compute_cost(plan.baseline_compute_cost);
   response->set_recompute_cost(plan.recompute_cost);
   response->set_recompute_overhead_ratio(plan.recompute_overhead_ratio);
-  response->mutable_schedule()->Reserve(static_cast<int>(plan.schedule.size()));
-  for (const planner::Execution& e : plan.schedule) {
-    v1::Execution* out = response->add_schedule();
-    out->set_op_id(graph.op(e.op).id);
-    out->set_recompute(e.recompute);
-  }
+  ScheduleToProto(graph, plan.schedule, response->mutable_schedule());
   for (planner::TensorIndex t : plan.stash) {
     response->add_stash_tensor_ids(graph.tensor(t).id);
   }

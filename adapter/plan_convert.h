@@ -22,11 +22,15 @@ v1::RecomputePolicy PolicyToProto(planner::RecomputePolicy policy);
 // unknown value). Every planning request's chunking field goes through it.
 absl::StatusOr<bool> ChunkingFromProto(int mode);
 
-// The response's schedule in the IR; INVALID_ARGUMENT naming an op the
-// graph does not have.
+// A schedule (a response's, or OPTIMAL's child process's) in the IR;
+// INVALID_ARGUMENT naming an op the graph does not have.
 absl::StatusOr<planner::Schedule> ScheduleFromProto(
     const planner::Graph& graph,
-    const v1::GenerateRecomputePlanResponse& response);
+    const google::protobuf::RepeatedPtrField<v1::Execution>& executions);
+// The other way, appended to `executions`.
+void ScheduleToProto(
+    const planner::Graph& graph, const planner::Schedule& schedule,
+    google::protobuf::RepeatedPtrField<v1::Execution>* executions);
 
 // Everything but the cost unit and sources, which the caller knows.
 void FillPlanResponse(const planner::Graph& graph,

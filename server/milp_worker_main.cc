@@ -6,9 +6,9 @@
 //       < echo.internal.MilpWorkerRequest > echo.internal.MilpWorkerReply
 //
 // It sets its own limits before it reads the request (the loader must map
-// its libraries first, so they are not set before exec), runs the planner
-// in-process and writes the reply. Exit statuses: 0 reply written; 2 bad
-// arguments; 3 unreadable request; 4 out of memory (under
+// its libraries first, so they are not set before exec), runs OPTIMAL's
+// pass (planner::RunRecomputePass) and writes its schedule. Exit statuses: 0
+// reply written; 2 bad arguments; 3 unreadable request; 4 out of memory (under
 // --address_space_bytes); 1 reply not written; killed by SIGXCPU past
 // --cpu_seconds.
 #include <sys/prctl.h>
@@ -107,21 +107,27 @@ bool WriteAll(int fd, const std::string& data) {
   return true;
 }
 
-// What echod's in-process path did: decode, plan with echod's costs, fill
-// the response (echod adds the cost unit and sources).
-absl::StatusOr<echo::v1::GenerateRecomputePlanResponse> Plan(
+// The pass echod's planner asked for, with echod's costs and budget; echod
+// replays and reports its schedule.
+absl::StatusOr<echo::internal::PassResult> RunPass(
     const MilpWorkerRequest& work) {
-  ASSIGN_OR_RETURN(echo::planner::RecomputePlanOptions options,
+  ASSIGN_OR_RETURN(const echo::planner::RecomputePlanOptions options,
                    echo::adapter::PlanOptionsFromProto(work.request()));
-  ASSIGN_OR_RETURN(echo::planner::Graph graph,
+  ASSIGN_OR_RETURN(const echo::planner::Graph graph,
                    echo::adapter::GraphFromProto(work.request().graph()));
   const std::vector<double> costs(work.op_costs().begin(),
                                   work.op_costs().end());
-  ASSIGN_OR_RETURN(const echo::planner::RecomputePlan plan,
-                   echo::planner::GenerateRecomputePlan(graph, costs, options));
-  echo::v1::GenerateRecomputePlanResponse response;
-  echo::adapter::FillPlanResponse(graph, plan, options.policy, &response);
-  return response;
+  ASSIGN_OR_RETURN(const echo::planner::PassOutput output,
+                   echo::planner::RunRecomputePass(graph, costs, options,
+                                                   work.max_overhead_ratio(),
+                                                   work.cost_budget()));
+  echo::internal::PassResult result;
+  echo::adapter::ScheduleToProto(graph, output.schedule,
+                                 result.mutable_schedule());
+  result.set_limit_reachable(output.limit_reachable);
+  result.set_solver_status(output.solver_status);
+  result.set_solver_bound_cost(output.solver_bound_cost);
+  return result;
 }
 
 }  // namespace
@@ -161,12 +167,12 @@ int main(int argc, char** argv) {
   input.clear();
   input.shrink_to_fit();
   MilpWorkerReply reply;
-  absl::StatusOr<echo::v1::GenerateRecomputePlanResponse> plan = Plan(work);
-  if (plan.ok()) {
-    *reply.mutable_response() = *std::move(plan);
+  absl::StatusOr<echo::internal::PassResult> result = RunPass(work);
+  if (result.ok()) {
+    *reply.mutable_result() = *std::move(result);
   } else {
-    reply.set_code(static_cast<int>(plan.status().code()));
-    reply.set_message(std::string(plan.status().message()));
+    reply.set_code(static_cast<int>(result.status().code()));
+    reply.set_message(std::string(result.status().message()));
   }
   std::string output;
   if (!reply.SerializeToString(&output) || !WriteAll(reply_fd, output)) {

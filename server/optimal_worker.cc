@@ -10,6 +10,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "adapter/graph_convert.h"
+#include "adapter/plan_convert.h"
 #include "planner/status_macros.h"
 #include "server/child_process.h"
 #include "server/milp_worker.pb.h"
@@ -75,10 +77,12 @@ absl::Status OptimalWorker::CheckUsable() const {
       "set --optimal_memory_limit_bytes at most that, or raise echod's limit");
 }
 
-absl::StatusOr<v1::GenerateRecomputePlanResponse> OptimalWorker::Plan(
+absl::StatusOr<planner::PassOutput> OptimalWorker::RunPass(
     const v1::GenerateRecomputePlanRequest& request,
-    const std::vector<double>& op_costs, double solver_time_limit_seconds,
-    const planner::Interrupt& interrupted) {
+    const planner::PassInput& input) {
+  const planner::Graph& graph = input.problem.graph;
+  const double solver_time_limit_seconds =
+      input.options.solver_time_limit_seconds;
   RETURN_IF_ERROR(CheckUsable());
   const int64_t time_limit = static_cast<int64_t>(
       std::ceil(solver_time_limit_seconds + kOptimalTimeMarginSeconds));
@@ -89,8 +93,16 @@ absl::StatusOr<v1::GenerateRecomputePlanResponse> OptimalWorker::Plan(
                    kOptimalTimeMarginSeconds + 1,
                    " s below it, or raise echod's limit")));
   internal::MilpWorkerRequest work;
-  *work.mutable_request() = request;
-  work.mutable_op_costs()->Assign(op_costs.begin(), op_costs.end());
+  // The options as sent; the graph is the problem's, converted once.
+  v1::GenerateRecomputePlanRequest* options = work.mutable_request();
+  *options = request;
+  options->clear_graph();
+  options->clear_graph_fingerprint();
+  *options->mutable_graph() = adapter::GraphToProto(graph);
+  work.mutable_op_costs()->Assign(input.problem.op_costs.begin(),
+                                  input.problem.op_costs.end());
+  work.set_max_overhead_ratio(input.max_overhead_ratio);
+  work.set_cost_budget(input.cost_budget);
   ChildRun run;
   run.path = path_;
   run.args = {absl::StrCat("--cpu_seconds=", time_limit),
@@ -101,7 +113,7 @@ absl::StatusOr<v1::GenerateRecomputePlanResponse> OptimalWorker::Plan(
   // CBC keeps to its limit in elapsed time; the wall limit catches the steps
   // it cannot interrupt, with slack for a loaded node.
   run.wall_limit_seconds = kOptimalWallSlack * static_cast<double>(time_limit);
-  run.interrupted = interrupted;
+  run.interrupted = input.options.interrupted;
   ASSIGN_OR_RETURN(const ChildResult result, RunChild(run, &live_children_));
 
   const std::string limits =
@@ -151,7 +163,21 @@ absl::StatusOr<v1::GenerateRecomputePlanResponse> OptimalWorker::Plan(
         result.output.size(), " bytes)"));
   }
   RETURN_IF_ERROR(ReplyStatus(reply));
-  return std::move(*reply.mutable_response());
+  // The child's answer is echod's to check: a bad one is echod's fault, not
+  // the caller's.
+  absl::StatusOr<planner::Schedule> schedule =
+      adapter::ScheduleFromProto(graph, reply.result().schedule());
+  if (!schedule.ok()) {
+    return absl::InternalError(absl::StrCat(
+        "OPTIMAL: the solver process ", path_,
+        " answered a bad schedule: ", schedule.status().message()));
+  }
+  planner::PassOutput output;
+  output.schedule = *std::move(schedule);
+  output.limit_reachable = reply.result().limit_reachable();
+  output.solver_status = reply.result().solver_status();
+  output.solver_bound_cost = reply.result().solver_bound_cost();
+  return output;
 }
 
 }  // namespace echo::server

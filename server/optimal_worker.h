@@ -1,6 +1,9 @@
-// Policy OPTIMAL runs in a child process, echo_milp_worker
+// Policy OPTIMAL's pass runs in a child process, echo_milp_worker
 // (milp_worker_main.cc): CBC has crashed and aborted inside echod before,
 // its root LP cannot be interrupted, and its memory grows with the model.
+// echod plans OPTIMAL as every policy (planner::GenerateRecomputePlan: checks,
+// prechecks, replay and report in echod); only the pass's Run is the child's,
+// through RecomputePlanOptions::run_isolated_pass.
 // The child gets CPU-time and address-space limits (setrlimit, applied by
 // the worker before it reads the request) and is killed (SIGKILL) when the
 // call is cancelled, its deadline passes or a drain times out. Outcomes:
@@ -23,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "echo/v1/planner.pb.h"
 #include "planner/recompute/plan.h"
+#include "planner/recompute/recompute_pass.h"
 
 namespace echo::server {
 
@@ -55,14 +59,14 @@ class OptimalWorker {
   // is missing.
   absl::Status CheckUsable() const;
 
-  // Plans `request` (policy OPTIMAL, its graph inline: the child reads the
-  // proto, and PlannerService::PlanOptimal converts a registered graph back)
-  // with the caller's op costs in a child process; `interrupted` is polled
-  // every 10 ms.
-  absl::StatusOr<v1::GenerateRecomputePlanResponse> Plan(
+  // Runs the pass of `input` (OPTIMAL's) in a child process on the problem's
+  // graph and op costs, with the options of `request` (whose own graph is
+  // not sent: the problem's may be a chunked one) and the budget of
+  // `input`; input.options.interrupted is polled every 10 ms. A
+  // planner::PassRunner for RecomputePlanOptions::run_isolated_pass.
+  absl::StatusOr<planner::PassOutput> RunPass(
       const v1::GenerateRecomputePlanRequest& request,
-      const std::vector<double>& op_costs, double solver_time_limit_seconds,
-      const planner::Interrupt& interrupted);
+      const planner::PassInput& input);
 
   // Worker processes running now (for tests and metrics).
   int live_children() const { return live_children_.load(); }

@@ -144,31 +144,6 @@ void PlannerService::PriceChunkLaunches(const planner::CostTable& costs,
           : planner::ChunkingOptions().launch_cost;
 }
 
-absl::Status PlannerService::PlanOptimal(
-    const v1::GenerateRecomputePlanRequest& request, const CostedGraph& costed,
-    const planner::RecomputePlanOptions& options,
-    v1::GenerateRecomputePlanResponse* response) {
-  // Bad options and a model too big for the MILP are refused here, in
-  // O(graph), before a child process is started.
-  const std::vector<double> costs = costed.costs.Costs();
-  RETURN_IF_ERROR(
-      planner::PrecheckRecomputePlan(*costed.graph, costs, options));
-  // The child reads the graph proto; the registry keeps the planner's graph
-  // only, so a registered graph is sent as the proto it converts back to.
-  v1::GenerateRecomputePlanRequest with_graph;
-  const v1::GenerateRecomputePlanRequest* sent = &request;
-  if (!request.has_graph()) {
-    with_graph = request;
-    with_graph.clear_graph_fingerprint();
-    *with_graph.mutable_graph() = adapter::GraphToProto(*costed.graph);
-    sent = &with_graph;
-  }
-  ASSIGN_OR_RETURN(
-      *response, optimal_.Plan(*sent, costs, options.solver_time_limit_seconds,
-                               options.interrupted));
-  return absl::OkStatus();
-}
-
 absl::Status PlannerService::DoEstimateMemory(
     grpc::CallbackServerContext*, const v1::EstimateMemoryRequest& request,
     v1::EstimateMemoryResponse* response) {
@@ -204,6 +179,10 @@ absl::Status PlannerService::DoGenerateRecomputePlan(
                    adapter::PlanOptionsFromProto(request));
   RETURN_IF_ERROR(ValidateTimelineRequest(request));
   options.interrupted = InterruptFor(context);
+  // A pass that must not run in echod (OPTIMAL's solver) runs in a child.
+  options.run_isolated_pass = [this, &request](const planner::PassInput& in) {
+    return optimal_.RunPass(request, in);
+  };
   const std::string policy(planner::RecomputePolicyName(options.policy));
   ASSIGN_OR_RETURN(const GraphRef ref, ResolveGraph(request));
   absl::StatusOr<CostedGraph> costed =
@@ -212,13 +191,10 @@ absl::Status PlannerService::DoGenerateRecomputePlan(
   // The graph the response's schedule names: the chunked one when the plan
   // runs regions in chunks.
   std::shared_ptr<const planner::Graph> plan_graph;
+  planner::Schedule schedule;
   if (planned.ok()) {
     plan_graph = costed->graph;
     PriceChunkLaunches(costed->costs, &options.chunking);
-  }
-  if (planned.ok() && options.policy == planner::RecomputePolicy::kOptimal) {
-    planned = PlanOptimal(request, *costed, options, response);
-  } else if (planned.ok()) {
     absl::StatusOr<planner::RecomputePlan> plan =
         planner::GenerateRecomputePlan(*costed->graph, costed->costs.Costs(),
                                        options);
@@ -227,6 +203,7 @@ absl::Status PlannerService::DoGenerateRecomputePlan(
       if (plan->chunked_graph != nullptr) plan_graph = plan->chunked_graph;
       adapter::FillPlanResponse(*costed->graph, *plan, options.policy,
                                 response);
+      schedule = std::move(plan->schedule);
     }
   }
   if (!planned.ok()) {
@@ -241,9 +218,6 @@ absl::Status PlannerService::DoGenerateRecomputePlan(
         absl::StrCat(response->message(), "; ", costed->pricing_note));
   }
   if (request.include_timeline()) {
-    // From the response: OPTIMAL's plan comes from its child process.
-    ASSIGN_OR_RETURN(const planner::Schedule schedule,
-                     adapter::ScheduleFromProto(*plan_graph, *response));
     ASSIGN_OR_RETURN(
         const planner::SimulationResult replay,
         planner::ReplaySchedule(*plan_graph, schedule, options.memory));

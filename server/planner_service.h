@@ -245,11 +245,6 @@ class PlannerService final : public RawPlannerService {
   // The call's cancellation and deadline, and the drain's abort time, for
   // the planner's cooperative checks and OPTIMAL's child processes.
   planner::Interrupt InterruptFor(grpc::CallbackServerContext* context) const;
-  // OPTIMAL in a child process; the caller fills the cost unit and sources.
-  absl::Status PlanOptimal(const v1::GenerateRecomputePlanRequest& request,
-                           const CostedGraph& costed,
-                           const planner::RecomputePlanOptions& options,
-                           v1::GenerateRecomputePlanResponse* response);
   Lane LaneFor(const v1::Graph& graph, const std::string& fingerprint) const;
   Lane RegisterLane(const v1::RegisterGraphRequest& request) const {
     return LaneFor(request.graph(), "");

@@ -52,6 +52,11 @@ inline constexpr char kRecomputeHintAttribute[] = "recompute_hint";
 // Cooperative cancellation: returns OK while the work may go on.
 using Interrupt = std::function<absl::Status()>;
 
+struct PassInput;
+struct PassOutput;
+// Runs a pass whose isolated() is true elsewhere (recompute_pass.h).
+using PassRunner = std::function<absl::StatusOr<PassOutput>(const PassInput&)>;
+
 // Chunked execution (planner/chunk/): AUTO weighs running each loss region
 // in chunks together with its recompute decisions.
 inline constexpr int64_t kDefaultMinChunkRows = 128;
@@ -110,6 +115,10 @@ struct RecomputePlanOptions {
   // between passes and inside AUTO's search, whose work then stops and
   // whose status the plan returns. Empty: never.
   Interrupt interrupted;
+  // Where a pass that must not run in the caller's process runs (OPTIMAL:
+  // its solver has crashed and run away before). echod runs it in a child
+  // process (server/optimal_worker.h); empty: here, like every other pass.
+  PassRunner run_isolated_pass;
 };
 
 // A region: clones that run together (consecutive in the schedule) and are

@@ -52,6 +52,11 @@ class RecomputePass {
     return absl::OkStatus();
   }
   virtual absl::StatusOr<PassOutput> Run(const PassInput& input) const = 0;
+  // True when Run may crash, abort or exhaust memory (an external solver):
+  // GenerateRecomputePlan then runs it through options.run_isolated_pass
+  // when that is set. The pass is the same either way; only the process
+  // differs.
+  virtual bool isolated() const { return false; }
 };
 
 // The registered pass of a policy; every RecomputePolicy has one.

@@ -168,7 +168,10 @@ absl::StatusOr<RecomputePlan> PlanOneGraph(const Graph& graph,
   }
   RETURN_IF_ERROR(pass.Precheck(input));
   if (options.interrupted) RETURN_IF_ERROR(options.interrupted());
-  ASSIGN_OR_RETURN(PassOutput output, pass.Run(input));
+  ASSIGN_OR_RETURN(PassOutput output,
+                   pass.isolated() && options.run_isolated_pass
+                       ? options.run_isolated_pass(input)
+                       : pass.Run(input));
   if (options.interrupted) RETURN_IF_ERROR(options.interrupted());
 
   absl::StatusOr<RecomputePlan> plan =
@@ -356,6 +359,21 @@ absl::Status PrecheckRecomputePlan(const Graph& graph,
                    CheckedPass(graph, op_costs, options));
   const RecomputeProblem problem(graph, op_costs, options.memory);
   return pass->Precheck(MakePassInput(problem, options));
+}
+
+absl::StatusOr<PassOutput> RunRecomputePass(const Graph& graph,
+                                            const std::vector<double>& op_costs,
+                                            const RecomputePlanOptions& options,
+                                            double max_overhead_ratio,
+                                            double cost_budget) {
+  ASSIGN_OR_RETURN(const RecomputePass* pass,
+                   CheckedPass(graph, op_costs, options));
+  const RecomputeProblem problem(graph, op_costs, options.memory);
+  PassInput input = MakePassInput(problem, options);
+  input.max_overhead_ratio = max_overhead_ratio;
+  input.cost_budget = cost_budget;
+  RETURN_IF_ERROR(pass->Precheck(input));
+  return pass->Run(input);
 }
 
 absl::StatusOr<int64_t> PlanPeakLowerBound(

@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "planner/graph.h"
 #include "planner/recompute/plan.h"
+#include "planner/recompute/recompute_pass.h"
 
 namespace echo::planner {
 
@@ -46,11 +47,22 @@ absl::StatusOr<int64_t> PlanPeakLowerBound(const Graph& graph,
 
 // What GenerateRecomputePlan refuses before planning (bad inputs and
 // options: INVALID_ARGUMENT; an OPTIMAL model too big for the solver:
-// FAILED_PRECONDITION), without planning, in O(graph): for callers that
-// plan elsewhere (echod runs OPTIMAL in a child process).
+// FAILED_PRECONDITION), without planning, in O(graph). GenerateRecomputePlan
+// checks it before each pass runs, so before run_isolated_pass starts a
+// process.
 absl::Status PrecheckRecomputePlan(const Graph& graph,
                                    const std::vector<double>& op_costs,
                                    const RecomputePlanOptions& options);
+
+// The other end of run_isolated_pass: `options.policy`'s pass alone on
+// `graph` (which may be a chunked graph of the request's), with the budget
+// the calling GenerateRecomputePlan resolved (PassInput's max_overhead_ratio
+// and cost_budget); the same checks first. echo_milp_worker runs it.
+absl::StatusOr<PassOutput> RunRecomputePass(const Graph& graph,
+                                            const std::vector<double>& op_costs,
+                                            const RecomputePlanOptions& options,
+                                            double max_overhead_ratio,
+                                            double cost_budget);
 
 }  // namespace echo::planner
 

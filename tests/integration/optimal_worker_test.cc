@@ -24,12 +24,14 @@
 #include "absl/strings/str_split.h"
 #include "adapter/graph_convert.h"
 #include "adapter/graph_file.h"
+#include "adapter/plan_convert.h"
 #include "client/planner_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "http_get.h"
 #include "loopback_server.h"
 #include "planner/memory_simulator.h"
+#include "planner/recompute/recompute_planner.h"
 #include "server/child_process.h"
 #include "server/echo_server.h"
 #include "server/milp_worker.pb.h"
@@ -41,6 +43,7 @@ namespace {
 
 using ::grpc::health::v1::HealthCheckResponse;
 using ::testing::HasSubstr;
+using ::testing::StartsWith;
 using Clock = std::chrono::steady_clock;
 
 double SecondsSince(Clock::time_point start) {
@@ -177,6 +180,63 @@ TEST_F(OptimalWorkerTest, PlansInAChildProcessAsBefore) {
   EXPECT_THAT(
       testing::HttpGet(server_->metrics_endpoint(), "/metrics"),
       HasSubstr("echo_plans_total{outcome=\"feasible\",policy=\"optimal\"} 1"));
+  ExpectServingWithoutWorkers();
+}
+
+// echod plans OPTIMAL as every policy: only the pass runs in the child, and
+// echod replays and reports its schedule. The answer is the in-process
+// planner's, field for field.
+TEST_F(OptimalWorkerTest, TheChildRunsThePassAndEchodReportsAsInProcess) {
+  StartServer();
+  const v1::GenerateRecomputePlanRequest request =
+      OptimalRequest("vgg16_b256_train", 0.9, 60);
+  ASSERT_OK_AND_ASSIGN(const v1::GenerateRecomputePlanResponse served,
+                       client_->GenerateRecomputePlan(request));
+  ASSERT_OK_AND_ASSIGN(const planner::Graph graph,
+                       adapter::GraphFromProto(request.graph()));
+  ASSERT_OK_AND_ASSIGN(const planner::RecomputePlanOptions options,
+                       adapter::PlanOptionsFromProto(request));
+  std::vector<double> costs;
+  for (const v1::Op& op : request.graph().ops()) {
+    costs.push_back(op.relative_cost());
+  }
+  ASSERT_OK_AND_ASSIGN(const planner::RecomputePlan plan,
+                       planner::GenerateRecomputePlan(graph, costs, options));
+  v1::GenerateRecomputePlanResponse in_process;
+  adapter::FillPlanResponse(graph, plan, options.policy, &in_process);
+  EXPECT_EQ(served.solver_status(), "optimal");
+  EXPECT_EQ(served.plan_fingerprint(), in_process.plan_fingerprint());
+  EXPECT_EQ(served.planned_peak_bytes(), in_process.planned_peak_bytes());
+  EXPECT_EQ(served.recompute_cost(), in_process.recompute_cost());
+  EXPECT_EQ(served.stash_bytes(), in_process.stash_bytes());
+  EXPECT_EQ(served.regions_size(), in_process.regions_size());
+  EXPECT_EQ(served.stash_tensor_ids_size(), in_process.stash_tensor_ids_size());
+  EXPECT_EQ(served.solver_bound_cost(), in_process.solver_bound_cost());
+  EXPECT_THAT(served.message(), StartsWith(in_process.message()));
+  ExpectServingWithoutWorkers();
+}
+
+// The child's reply is checked against the graph it was sent: a schedule
+// naming an op the graph lacks is echod's INTERNAL error, not a plan (a
+// worker that answers a well-formed reply without running anything).
+TEST_F(OptimalWorkerTest, AReplyNamingAnUnknownOpIsRefused) {
+  internal::MilpWorkerReply reply;
+  v1::Execution* step = reply.mutable_result()->add_schedule();
+  step->set_op_id("no_such_op");
+  reply.mutable_result()->set_limit_reachable(true);
+  std::string bytes;
+  ASSERT_TRUE(reply.SerializeToString(&bytes));
+  const std::string path =
+      absl::StrCat(::testing::TempDir(), "/reply_", ::getpid(), ".bin");
+  std::ofstream(path, std::ios::binary) << bytes;
+  StartServerWithWorkerScript(absl::StrCat("cat >/dev/null; cat ", path));
+  auto plan = client_->GenerateRecomputePlan(
+      OptimalRequest("vgg16_b256_train", 0.9, 60));
+  std::filesystem::remove(path);
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(std::string(plan.status().message()),
+              HasSubstr("answered a bad schedule: the plan's schedule names "
+                        "unknown op 'no_such_op'"));
   ExpectServingWithoutWorkers();
 }
 

@@ -44,6 +44,55 @@ TEST(RecomputePassRegistryTest, OnlyOptimalNeedsAMemoryLimit) {
               HasSubstr("solver_time_limit_seconds"));
 }
 
+// run_isolated_pass gets OPTIMAL's pass only (isolated()), with the budget
+// GenerateRecomputePlan resolved; RunRecomputePass, its other end, answers
+// what the pass answers in process, so the plan is the same either way.
+TEST(RecomputePassRegistryTest, OnlyTheIsolatedPassRunsThroughTheRunner) {
+  for (RecomputePolicy policy :
+       {RecomputePolicy::kAuto, RecomputePolicy::kNone, RecomputePolicy::kEcho,
+        RecomputePolicy::kChenSqrt, RecomputePolicy::kOptimal}) {
+    EXPECT_EQ(RecomputePassFor(policy).isolated(),
+              policy == RecomputePolicy::kOptimal)
+        << RecomputePolicyName(policy);
+  }
+  const Graph graph = testing::ParseOrFail(testing::kTwoLayerChain);
+  const std::vector<double> costs = testing::RelativeCosts(graph);
+  for (RecomputePolicy policy :
+       {RecomputePolicy::kAuto, RecomputePolicy::kOptimal}) {
+    RecomputePlanOptions options;
+    options.policy = policy;
+    options.memory_limit_bytes = 1250;
+    ASSERT_OK_AND_ASSIGN(const RecomputePlan in_process,
+                         GenerateRecomputePlan(graph, costs, options));
+    int runs = 0;
+    options.run_isolated_pass = [&](const PassInput& input) {
+      ++runs;
+      EXPECT_EQ(&input.problem.graph, &graph);
+      return RunRecomputePass(input.problem.graph, input.problem.op_costs,
+                              input.options, input.max_overhead_ratio,
+                              input.cost_budget);
+    };
+    ASSERT_OK_AND_ASSIGN(const RecomputePlan isolated,
+                         GenerateRecomputePlan(graph, costs, options));
+    EXPECT_EQ(runs, policy == RecomputePolicy::kOptimal ? 1 : 0)
+        << RecomputePolicyName(policy);
+    EXPECT_EQ(isolated.schedule, in_process.schedule);
+    EXPECT_EQ(isolated.recompute_cost, in_process.recompute_cost);
+    EXPECT_EQ(isolated.solver_status, in_process.solver_status);
+    EXPECT_EQ(isolated.feasible, in_process.feasible);
+  }
+  RecomputePlanOptions options;
+  options.policy = RecomputePolicy::kOptimal;
+  options.memory_limit_bytes = 1250;
+  // What the runner answers is the plan's: a failure is the plan's status.
+  options.run_isolated_pass =
+      [](const PassInput&) -> absl::StatusOr<PassOutput> {
+    return absl::InternalError("the solver process crashed");
+  };
+  EXPECT_EQ(GenerateRecomputePlan(graph, costs, options).status(),
+            absl::InternalError("the solver process crashed"));
+}
+
 TEST(OverheadBudgetTest, ZeroMeansNoExtraComputeUnsetMeansTheDefault) {
   const Graph graph = testing::ParseOrFail(testing::kTwoLayerChain);
   RecomputePlanOptions options;

@@ -18,6 +18,9 @@ namespace {
 class OptimalPass final : public RecomputePass {
  public:
   RecomputePolicy policy() const override { return RecomputePolicy::kOptimal; }
+  // CBC has crashed and aborted, its root LP cannot be interrupted, and its
+  // memory grows with the model.
+  bool isolated() const override { return true; }
   absl::Status CheckOptions(
       const RecomputePlanOptions& options) const override {
     if (!options.memory_limit_bytes.has_value()) {
