@@ -285,7 +285,8 @@ void AddGraphCommands(CLI::App& app, EchoctlFlags& flags, Parsed& parsed) {
   AddBudgetedPlanFlags(plan, flags, parsed);
   plan->add_option("--objective", parsed.objective,
                    "what AUTO minimizes within its overhead budget: "
-                   "peak_bytes (default) or stash_bytes")
+                   "peak_bytes (default) or stash_bytes (with --policy "
+                   "optimal: exactly)")
       ->check(CLI::IsMember({"peak_bytes", "stash_bytes"}));
   AddRoundingFlag(plan, flags);
 

@@ -127,6 +127,7 @@ absl::StatusOr<echo::internal::PassResult> RunPass(
   result.set_limit_reachable(output.limit_reachable);
   result.set_solver_status(output.solver_status);
   result.set_solver_bound_cost(output.solver_bound_cost);
+  result.set_stash_bound_bytes(output.stash_bound_bytes);
   return result;
 }
 

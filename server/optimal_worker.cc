@@ -177,6 +177,7 @@ absl::StatusOr<planner::PassOutput> OptimalWorker::RunPass(
   output.limit_reachable = reply.result().limit_reachable();
   output.solver_status = reply.result().solver_status();
   output.solver_bound_cost = reply.result().solver_bound_cost();
+  output.stash_bound_bytes = reply.result().stash_bound_bytes();
   return output;
 }
 

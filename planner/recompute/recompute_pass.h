@@ -35,6 +35,10 @@ struct PassOutput {
   // "heuristic", or the MILP's status (RecomputePlan::solver_status).
   std::string solver_status = "heuristic";
   double solver_bound_cost = 0;
+  // A proven bound on the stash of every plan within the budget (OPTIMAL
+  // with objective stash_bytes); 0: none. The plan's stash_lower_bound_bytes
+  // is the larger of it and the minimum cut's.
+  int64_t stash_bound_bytes = 0;
 };
 
 class RecomputePass {

@@ -60,11 +60,13 @@ absl::Status Validate(const Graph& graph, const std::vector<double>& op_costs,
                      *options.max_overhead_ratio));
   }
   if (options.objective == RecomputeObjective::kStashBytes &&
-      (options.policy != RecomputePolicy::kAuto ||
+      ((options.policy != RecomputePolicy::kAuto &&
+        options.policy != RecomputePolicy::kOptimal) ||
        options.memory_limit_bytes.has_value())) {
     return absl::InvalidArgumentError(
-        "objective stash_bytes is AUTO's with an overhead budget: use policy "
-        "AUTO and max_overhead_ratio, not memory_limit_bytes");
+        "objective stash_bytes is AUTO's (or OPTIMAL's, exactly) with an "
+        "overhead budget: use policy AUTO or OPTIMAL and max_overhead_ratio, "
+        "not memory_limit_bytes");
   }
   if (options.max_recompute_depth < 0 ||
       options.max_recompute_depth > kMaxRecomputeDepth) {
@@ -200,6 +202,8 @@ absl::StatusOr<RecomputePlan> PlanOneGraph(const Graph& graph,
                         options.objective == RecomputeObjective::kStashBytes,
                         options.interrupted));
   }
+  plan->stash_lower_bound_bytes =
+      std::max(plan->stash_lower_bound_bytes, output.stash_bound_bytes);
   plan->solver_status = output.solver_status;
   plan->solver_bound_cost = output.solver_bound_cost;
   // Judged against the request's graph: the chunks' cost is extra compute.

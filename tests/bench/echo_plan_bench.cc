@@ -9,6 +9,11 @@
 //     bisection): the extra compute of AUTO, ECHO, CHEN_SQRT (where they meet
 //     the limit) and OPTIMAL (on graphs up to --milp_max_ops ops), and AUTO's
 //     gap to OPTIMAL.
+//   echo_plan_bench stash [--graphs=a.pb,...] [--ratio=0.05]
+//                         [--device=h100-80gb] [--milp_seconds=60]
+//     AUTO's stash against the exact optimum of the stash objective (policy
+//     OPTIMAL, objective stash_bytes) on captured graphs (default: the
+//     suite's in tests/data/graphs), priced on a catalog device.
 //   echo_plan_bench speed [--max_ops=1000000] [--min_ops=0] [--repeats=3]
 //                         [--family=lstm|transformer] [--auto_only]
 //     Plan time per policy on generated LSTM-attention and transformer
@@ -34,9 +39,12 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "adapter/graph_convert.h"
+#include "adapter/graph_file.h"
 #include "model_graphs.h"
 #include "planner/byte_size.h"
 #include "planner/checkmate_import.h"
+#include "planner/cost_model.h"
+#include "planner/device_catalog.h"
 #include "planner/recompute/plan_report.h"
 #include "planner/recompute/recompute_planner.h"
 #include "planner/text_format.h"
@@ -397,12 +405,101 @@ int Speed(const std::map<std::string, std::string>& flags) {
 }  // namespace
 }  // namespace echo::bench
 
+namespace echo::bench {
+namespace {
+
+// AUTO's stash against the exact optimum (policy OPTIMAL with objective
+// stash_bytes, planner/recompute/passes/stash_milp.h) on captured graphs,
+// priced on a catalog device.
+int Stash(const std::map<std::string, std::string>& flags) {
+  const double ratio = FlagDouble(flags, "ratio", kDefaultMaxOverheadRatio);
+  const double seconds =
+      FlagDouble(flags, "milp_seconds", kDefaultSolverTimeLimitSeconds);
+  const std::string device_name =
+      flags.count("device") ? flags.at("device") : "h100-80gb";
+  std::vector<std::string> paths;
+  for (const char* name :
+       {"nmt", "transformer", "gpt", "resnet50", "deepspeech2", "hf_gpt2"}) {
+    paths.push_back(absl::StrCat(ECHO_TEST_DATA_DIR, "/graphs/", name, ".pb"));
+  }
+  if (auto it = flags.find("graphs"); it != flags.end()) {
+    paths = absl::StrSplit(it->second, ',');
+  }
+  absl::StatusOr<planner::DeviceSpec> device =
+      planner::FindCatalogDevice(device_name);
+  if (!device.ok()) {
+    std::fprintf(stderr, "%s\n", device.status().ToString().c_str());
+    return 1;
+  }
+  std::printf(
+      "| graph | ops | plain stash | AUTO stash | exact stash (status) | AUTO "
+      "above exact | AUTO's cut bound | AUTO ms | exact s |\n"
+      "|---|---|---|---|---|---|---|---|---|\n");
+  for (const std::string& path : paths) {
+    const absl::StatusOr<v1::Graph> proto = adapter::LoadGraphFile(path);
+    absl::StatusOr<Graph> graph = proto.ok()
+                                      ? adapter::GraphFromProto(*proto)
+                                      : absl::StatusOr<Graph>(proto.status());
+    if (!graph.ok()) {
+      std::fprintf(stderr, "%s: %s\n", path.c_str(),
+                   graph.status().ToString().c_str());
+      return 1;
+    }
+    absl::StatusOr<planner::CostTable> table =
+        planner::EstimateOpCosts(*graph, &*device, nullptr);
+    if (!table.ok()) {
+      std::fprintf(stderr, "%s: %s\n", path.c_str(),
+                   table.status().ToString().c_str());
+      return 1;
+    }
+    const std::vector<double> costs = table->Costs();
+    RecomputePlanOptions options;
+    options.max_overhead_ratio = ratio;
+    options.objective = planner::RecomputeObjective::kStashBytes;
+    options.solver_time_limit_seconds = seconds;
+    absl::StatusOr<RecomputePlan> automatic =
+        planner::GenerateRecomputePlan(*graph, costs, options);
+    options.policy = RecomputePolicy::kOptimal;
+    absl::StatusOr<RecomputePlan> exact =
+        planner::GenerateRecomputePlan(*graph, costs, options);
+    if (!automatic.ok() || !exact.ok()) {
+      std::fprintf(
+          stderr, "%s: %s\n", path.c_str(),
+          (automatic.ok() ? exact : automatic).status().ToString().c_str());
+      return 1;
+    }
+    const int64_t plain = planner::StashBytes(
+        *graph, planner::PlainSchedule(*graph), options.memory);
+    std::printf(
+        "| %s | %d | %s | %s | %s (%s, bound %s) | %s | %s | %.1f | %.2f |\n",
+        graph->name().c_str(), graph->num_ops(),
+        planner::HumanBytes(plain).c_str(),
+        planner::HumanBytes(automatic->stash_bytes).c_str(),
+        planner::HumanBytes(exact->stash_bytes).c_str(),
+        exact->solver_status.c_str(),
+        planner::HumanBytes(exact->stash_lower_bound_bytes).c_str(),
+        absl::StrFormat(
+            "%.3f%%", 100 * (static_cast<double>(automatic->stash_bytes) /
+                                 static_cast<double>(
+                                     std::max<int64_t>(1, exact->stash_bytes)) -
+                             1))
+            .c_str(),
+        planner::HumanBytes(automatic->stash_lower_bound_bytes).c_str(),
+        1e3 * automatic->solve_time_seconds, exact->solve_time_seconds);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace echo::bench
+
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   const auto flags = echo::bench::ParseFlags(argc, argv);
   if (mode == "quality") return echo::bench::Quality(flags);
   if (mode == "speed") return echo::bench::Speed(flags);
+  if (mode == "stash") return echo::bench::Stash(flags);
   if (mode == "show") return echo::bench::Show(flags);
-  std::fprintf(stderr, "usage: %s quality|speed [--flags]\n", argv[0]);
+  std::fprintf(stderr, "usage: %s quality|speed|stash [--flags]\n", argv[0]);
   return 2;
 }

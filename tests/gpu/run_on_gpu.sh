@@ -17,7 +17,8 @@
 # script that fails at its first line.
 #
 # In OUTDIR: nvidia_smi.txt, profiler.txt / calibration.{txt,csv} (when the
-# bundle has the profiler), frontier/ (the suite at CI sizes on the GPU:
+# bundle has the profiler), frontier/ (the suite at CI sizes on the GPU,
+# DeepSpeech2 aside:
 # results.json, frontier.md, frontier.png), nmt_paper/ (the paper-scale NMT
 # row), and summary.txt with each stage's exit code and time. Each stage has
 # a time limit, and the run a budget (RUN_BUDGET_SECONDS, 450 by default)
@@ -100,7 +101,10 @@ if [ "$dry" = 1 ]; then
   stage frontier 240 "$venv/bin/python" bench_frontier.py --models gpt --out "$out/frontier"
   stage nmt_paper 180 "$venv/bin/python" bench_frontier.py --models gpt --out "$out/nmt_paper"
 else
-  stage frontier 240 "$venv/bin/python" bench_frontier.py --cuda --out "$out/frontier"
+  # DeepSpeech2 is left out: its points took 283 of the suite's 502 s on
+  # this project's 2-core CPU machines, more than the stage's limit alone.
+  stage frontier 240 "$venv/bin/python" bench_frontier.py --cuda \
+    --models gpt,transformer,nmt,resnet50 --out "$out/frontier"
   stage nmt_paper 180 "$venv/bin/python" bench_frontier.py --cuda --models nmt-paper \
     --out "$out/nmt_paper"
 fi

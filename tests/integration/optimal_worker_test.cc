@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <iostream>
 #include <iterator>
 #include <memory>
 #include <sstream>
@@ -213,6 +214,42 @@ TEST_F(OptimalWorkerTest, TheChildRunsThePassAndEchodReportsAsInProcess) {
   EXPECT_EQ(served.stash_tensor_ids_size(), in_process.stash_tensor_ids_size());
   EXPECT_EQ(served.solver_bound_cost(), in_process.solver_bound_cost());
   EXPECT_THAT(served.message(), StartsWith(in_process.message()));
+  ExpectServingWithoutWorkers();
+}
+
+// OPTIMAL with objective stash_bytes is the exact optimum of the stash
+// objective (stash_milp.h), through echod and its child, on the suite's
+// captured graphs at CI sizes: its bound is its own stash, AUTO's minimum
+// cut bound stays below it, and AUTO is within 2% of it (issue 24's bar;
+// equal on all but ResNet-50 when written, 1 KiB above there).
+TEST_F(OptimalWorkerTest, TheExactStashIsTheReferenceAutoIsWithinTwoPercentOf) {
+  StartServer();
+  for (const char* name :
+       {"nmt", "transformer", "gpt", "resnet50", "hf_gpt2"}) {
+    SCOPED_TRACE(name);
+    v1::GenerateRecomputePlanRequest request;
+    *request.mutable_graph() = testing::ValueOrFail(adapter::LoadGraphFile(
+        absl::StrCat(ECHO_TEST_DATA_DIR, "/graphs/", name, ".pb")));
+    request.mutable_device()->set_name("h100-80gb");
+    request.set_max_overhead_ratio(0.05);
+    request.set_objective(v1::RECOMPUTE_OBJECTIVE_STASH_BYTES);
+    request.set_solver_time_limit_seconds(60);
+    ASSERT_OK_AND_ASSIGN(const v1::GenerateRecomputePlanResponse automatic,
+                         client_->GenerateRecomputePlan(request));
+    request.set_policy(v1::RECOMPUTE_POLICY_OPTIMAL);
+    ASSERT_OK_AND_ASSIGN(const v1::GenerateRecomputePlanResponse exact,
+                         client_->GenerateRecomputePlan(request));
+    EXPECT_EQ(exact.solver_status(), "optimal");
+    EXPECT_EQ(exact.stash_lower_bound_bytes(), exact.stash_bytes());
+    EXPECT_LE(exact.recompute_overhead_ratio(), 0.05 + 1e-9);
+    EXPECT_LE(automatic.stash_lower_bound_bytes(), exact.stash_bytes());
+    EXPECT_LE(exact.stash_bytes(), automatic.stash_bytes());
+    EXPECT_LE(static_cast<double>(automatic.stash_bytes()),
+              1.02 * static_cast<double>(exact.stash_bytes()));
+    std::cout << name << ": stash AUTO " << automatic.stash_bytes()
+              << ", exact " << exact.stash_bytes() << " bytes ("
+              << exact.solve_time_seconds() << " s)\n";
+  }
   ExpectServingWithoutWorkers();
 }
 

@@ -4,6 +4,7 @@
 // or CHEN_SQRT at the same budget; on VGG16 it is within 5% of the MILP;
 // the stash bound is below every recompute set's stash within the budget.
 #include <cmath>
+#include <functional>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -277,12 +278,13 @@ TEST(RecomputePlanPropertyTest, AutoIsWithinFivePercentOfTheMilpOnVgg16) {
   }
 }
 
-// The stash bound against exhaustive search: on random graphs with few
-// recomputable forward ops, every recompute set within the budget (peaks
-// aside) stashes at least the bound, and AUTO's stash objective, which also
-// keeps the plain peak, often reaches the smallest of them.
-TEST(RecomputePlanPropertyTest, StashBoundBelowEveryRecomputeSet) {
-  int compared = 0, auto_at_minimum = 0, bound_at_minimum = 0;
+// Random graphs with few recomputable forward ops, at three budgets each:
+// `check` gets each with the smallest stash of any recompute set within the
+// budget (peaks aside), found by trying them all. Returns the cases checked.
+int ForEachExhaustiveStashCase(
+    const std::function<void(const Graph&, const std::vector<double>&,
+                             double ratio, int64_t minimum)>& check) {
+  int compared = 0;
   for (uint64_t seed = 1; seed <= 60; ++seed) {
     SCOPED_TRACE(::testing::Message() << "seed " << seed);
     testing::RandomGraphOptions graph_options;
@@ -310,18 +312,38 @@ TEST(RecomputePlanPropertyTest, StashBoundBelowEveryRecomputeSet) {
             minimum,
             StashBytes(graph, ScheduleFromRecomputeChoice(problem, plan), {}));
       }
-      RecomputePlanOptions options;
-      options.max_overhead_ratio = ratio;
-      options.objective = RecomputeObjective::kStashBytes;
-      const RecomputePlan stash =
-          testing::ValueOrFail(GenerateRecomputePlan(graph, costs, options));
-      EXPECT_LE(stash.stash_lower_bound_bytes, minimum);
-      EXPECT_GE(stash.stash_bytes, stash.stash_lower_bound_bytes);
+      SCOPED_TRACE(::testing::Message() << "ratio " << ratio);
+      check(graph, costs, ratio, minimum);
       ++compared;
-      auto_at_minimum += stash.stash_bytes == minimum;
-      bound_at_minimum += stash.stash_lower_bound_bytes == minimum;
     }
   }
+  return compared;
+}
+
+RecomputePlan StashPlan(const Graph& graph, const std::vector<double>& costs,
+                        RecomputePolicy policy, double ratio) {
+  RecomputePlanOptions options;
+  options.policy = policy;
+  options.max_overhead_ratio = ratio;
+  options.objective = RecomputeObjective::kStashBytes;
+  return testing::ValueOrFail(GenerateRecomputePlan(graph, costs, options));
+}
+
+// The stash bound against exhaustive search: every recompute set within the
+// budget stashes at least the bound, and AUTO's stash objective, which also
+// keeps the plain peak, often reaches the smallest of them.
+TEST(RecomputePlanPropertyTest, StashBoundBelowEveryRecomputeSet) {
+  int auto_at_minimum = 0, bound_at_minimum = 0;
+  const int compared = ForEachExhaustiveStashCase(
+      [&](const Graph& graph, const std::vector<double>& costs, double ratio,
+          int64_t minimum) {
+        const RecomputePlan stash =
+            StashPlan(graph, costs, RecomputePolicy::kAuto, ratio);
+        EXPECT_LE(stash.stash_lower_bound_bytes, minimum);
+        EXPECT_GE(stash.stash_bytes, stash.stash_lower_bound_bytes);
+        auto_at_minimum += stash.stash_bytes == minimum;
+        bound_at_minimum += stash.stash_lower_bound_bytes == minimum;
+      });
   EXPECT_GT(compared, 60);
   // 160 of 180 when written (the misses keep the plain peak).
   EXPECT_GT(auto_at_minimum, compared / 2);
@@ -329,6 +351,24 @@ TEST(RecomputePlanPropertyTest, StashBoundBelowEveryRecomputeSet) {
             << " budgets searched exhaustively; AUTO at the smallest stash on "
             << auto_at_minimum << ", the bound equal to it on "
             << bound_at_minimum << "\n";
+}
+
+// OPTIMAL with objective stash_bytes (the exact MILP, stash_milp.h) is the
+// exhaustive minimum on every case, its replayed stash is the model's, and
+// its bound is that minimum: the reference AUTO is measured against.
+TEST(RecomputePlanPropertyTest, TheExactStashIsTheExhaustiveMinimum) {
+  const int compared = ForEachExhaustiveStashCase(
+      [&](const Graph& graph, const std::vector<double>& costs, double ratio,
+          int64_t minimum) {
+        const RecomputePlan exact =
+            StashPlan(graph, costs, RecomputePolicy::kOptimal, ratio);
+        ExpectMatchesReplay(graph, costs, exact);
+        EXPECT_EQ(exact.solver_status, "optimal");
+        EXPECT_EQ(exact.stash_bytes, minimum);
+        EXPECT_EQ(exact.stash_lower_bound_bytes, minimum);
+        EXPECT_LE(exact.recompute_overhead_ratio, ratio + kSlack);
+      });
+  EXPECT_GT(compared, 60);
 }
 
 }  // namespace

@@ -289,7 +289,7 @@ TEST(RecomputePlanTest, AutoStashObjectiveTradesThePeakForTheStash) {
   EXPECT_EQ(stash.stash_lower_bound_bytes, 576);
   EXPECT_THAT(stash.message, HasSubstr("stash 801 B -> 601 B"));
 
-  // The stash objective is AUTO's, with an overhead budget.
+  // The stash objective is AUTO's (or OPTIMAL's), with an overhead budget.
   options.policy = RecomputePolicy::kEcho;
   EXPECT_THAT(GenerateRecomputePlan(graph, costs, options).status().message(),
               HasSubstr("objective stash_bytes is AUTO's"));

@@ -6,9 +6,6 @@
 #include <string>
 #include <vector>
 
-#include "CbcModel.hpp"
-#include "CbcSolver.hpp"
-#include "OsiClpSolverInterface.hpp"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "planner/recompute/passes/milp_builder.h"
@@ -388,76 +385,36 @@ OptimalRecompute::Result Solve(const CheckmateModel& model,
                                const OptimalRecompute::Options& options) {
   const MilpBuilder& milp = model.milp();
   const RecomputeProblem& problem = model.problem();
-  OsiClpSolverInterface solver;
-  solver.messageHandler()->setLogLevel(0);
-  milp.Load(solver);
-  CbcModel cbc(solver);
-  cbc.setLogLevel(0);
-  cbc.messageHandler()->setLogLevel(0);
+  MipStart start;
   if (!options.warm_start.empty()) {
     std::vector<double> values(milp.num_columns(), 0);
     auto R = [&](int32_t t, OpIndex i) { return model.R(t, i); };
     auto S = [&](int32_t t, TensorIndex x) { return model.S(t, x); };
     if (WarmStartValues(problem, options.warm_start, R, S, model.free_columns(),
                         values)) {
-      std::vector<std::pair<std::string, double>> start;
       for (int32_t c = 0; c < milp.num_columns(); ++c) {
         if (milp.is_integer(c)) start.push_back({milp.names()[c], values[c]});
       }
-      cbc.setMIPStart(start);
     }
   }
-  CbcSolverUsefulData solver_data;
-  solver_data.noPrinting_ = true;
-  CbcMain0(cbc, solver_data);
-  const std::string seconds = absl::StrCat(options.time_limit_seconds);
-  // Elapsed (not CPU) time; exact optimality (no relative gap); knapsack
-  // cuts off (with them CLP 1.17 can abort on an assertion on these
-  // models); preprocessing off: CBC 2.10's CglPreProcess::postProcess
-  // crashes (SIGSEGV) when the time limit stops the search, e.g. on fcn8 at
-  // 8.4e9 bytes and 1 s (issue 23), and on infeasible models.
-  const std::vector<std::string> args = {
-      "echo_milp", "-log",          "0",         "-timeMode",   "elapsed",
-      "-seconds",  seconds,         "-ratioGap", "0",           "-allowableGap",
-      "1e-9",      "-knapsackCuts", "off",       "-preprocess", "off",
-      "-solve",    "-quit"};
-  std::vector<const char*> argv;
-  for (const std::string& arg : args) argv.push_back(arg.c_str());
-  CbcMain1(
-      static_cast<int>(argv.size()), argv.data(), cbc,
-      [](CbcModel*, int) { return 0; }, solver_data);
-
+  const MilpSolution solved =
+      SolveWithCbc(milp, options.time_limit_seconds, start);
   OptimalRecompute::Result result;
-  const double* solution = cbc.bestSolution();
-  const bool has_solution = solution != nullptr;
-  if (cbc.isProvenInfeasible() && !has_solution) {
-    result.status = "infeasible";
-  } else if (cbc.isProvenOptimal() && has_solution) {
-    result.status = "optimal";
-  } else {
-    result.status =
-        has_solution ? "time_limit_feasible" : "time_limit_no_solution";
-  }
+  result.status = solved.status;
   const int32_t n = problem.graph.num_ops();
-  double objective_cost = 0;
-  if (has_solution) {
-    objective_cost = cbc.getObjValue() / model.cost_scale();
+  if (!solved.values.empty()) {
     for (int32_t t = 0; t < n; ++t) {
       for (OpIndex i : model.StageOps(t)) {
         if (i == t) continue;
         const int32_t column = model.R(t, i);
-        if (column >= 0 && solution[column] > 0.5) {
+        if (column >= 0 && solved.values[column] > 0.5) {
           result.schedule.push_back({i, true});
         }
       }
       result.schedule.push_back({t, false});
     }
   }
-  result.bound_cost =
-      result.status == "optimal"
-          ? objective_cost
-          : std::max(0.0, cbc.getBestPossibleObjValue() / model.cost_scale());
-  if (result.status == "infeasible") result.bound_cost = 0;
+  result.bound_cost = std::max(0.0, solved.bound / model.cost_scale());
   return result;
 }
 

@@ -77,6 +77,26 @@ class MilpBuilder {
   int64_t nonzeros_ = 0;
 };
 
+// Integer columns' values by name, for CBC to start from.
+using MipStart = std::vector<std::pair<std::string, double>>;
+
+struct MilpSolution {
+  // "optimal" | "time_limit_feasible" | "time_limit_no_solution" |
+  // "infeasible".
+  std::string status;
+  // The best solution's column values; empty without one.
+  std::vector<double> values;
+  double objective = 0;
+  // No solution is better: the objective when optimal, CBC's best possible
+  // value at a time limit, 0 when infeasible.
+  double bound = 0;
+};
+
+// CBC on `milp` (minimizing), within time_limit_seconds of elapsed time, to
+// exact optimality, from `start` when it is not empty.
+MilpSolution SolveWithCbc(const MilpBuilder& milp, double time_limit_seconds,
+                          const MipStart& start);
+
 }  // namespace echo::planner
 
 #endif  // ECHO_PLANNER_RECOMPUTE_PASSES_MILP_BUILDER_H_

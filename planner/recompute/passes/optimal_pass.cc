@@ -1,4 +1,5 @@
-// OPTIMAL's pass: the Checkmate MILP (checkmate_milp.h).
+// OPTIMAL's pass: the Checkmate MILP (checkmate_milp.h) under a memory
+// limit; the exact stash MILP (stash_milp.h) for objective stash_bytes.
 #include <algorithm>
 #include <memory>
 #include <utility>
@@ -7,6 +8,7 @@
 #include "planner/recompute/passes/auto_pass.h"
 #include "planner/recompute/passes/checkmate_milp.h"
 #include "planner/recompute/passes/passes.h"
+#include "planner/recompute/passes/stash_milp.h"
 #include "planner/recompute/plan_report.h"
 #include "planner/status_macros.h"
 
@@ -23,10 +25,11 @@ class OptimalPass final : public RecomputePass {
   bool isolated() const override { return true; }
   absl::Status CheckOptions(
       const RecomputePlanOptions& options) const override {
-    if (!options.memory_limit_bytes.has_value()) {
+    if (!options.memory_limit_bytes.has_value() && !ByStash(options)) {
       return absl::InvalidArgumentError(
           "policy OPTIMAL minimizes the recompute cost under a peak: set "
-          "memory_limit_bytes");
+          "memory_limit_bytes (or objective stash_bytes with "
+          "max_overhead_ratio: the fewest stashed bytes within it)");
     }
     if (!(options.solver_time_limit_seconds > 0)) {
       return absl::InvalidArgumentError(
@@ -35,10 +38,14 @@ class OptimalPass final : public RecomputePass {
     return absl::OkStatus();
   }
   absl::Status Precheck(const PassInput& input) const override {
+    if (ByStash(input.options)) {
+      return ExactStash(StashOptions(input)).CheckModelSize(input.problem);
+    }
     if (ProvenInfeasible(input)) return absl::OkStatus();  // no MILP
     return OptimalRecompute(MilpOptions(input)).CheckModelSize(input.problem);
   }
   absl::StatusOr<PassOutput> Run(const PassInput& input) const override {
+    if (ByStash(input.options)) return RunByStash(input);
     const Graph& graph = input.problem.graph;
     PassOutput output;
     if (ProvenInfeasible(input)) {
@@ -77,6 +84,27 @@ class OptimalPass final : public RecomputePass {
   }
 
  private:
+  static bool ByStash(const RecomputePlanOptions& options) {
+    return options.objective == RecomputeObjective::kStashBytes;
+  }
+  static ExactStash::Options StashOptions(const PassInput& input) {
+    ExactStash::Options options;
+    options.cost_budget = input.cost_budget;
+    options.time_limit_seconds = input.options.solver_time_limit_seconds;
+    options.max_nonzeros = input.options.solver_max_nonzeros;
+    return options;
+  }
+  // The fewest stashed bytes within the budget, over the recompute sets of
+  // the ops AUTO may re-run.
+  static absl::StatusOr<PassOutput> RunByStash(const PassInput& input) {
+    ASSIGN_OR_RETURN(const ExactStash::Result exact,
+                     ExactStash(StashOptions(input))
+                         .Run(input.problem, input.problem.eligible));
+    PassOutput output = OutputFromRecomputeSet(input.problem, exact.recompute);
+    output.solver_status = exact.status;
+    output.stash_bound_bytes = exact.bound_bytes;
+    return output;
+  }
   // The limit is below every schedule's peak: proven without the solver.
   static bool ProvenInfeasible(const PassInput& input) {
     return *input.options.memory_limit_bytes <

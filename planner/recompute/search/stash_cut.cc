@@ -140,140 +140,131 @@ struct Cut {
   double value = 0;
 };
 
-// The network, built once per lambda: source 0, sink 1, a node per eligible
-// forward op ("recomputed" on the sink side) and per forward-made tensor
-// ("needed by the backward" on the sink side).
-class StashNetwork {
- public:
-  StashNetwork(const RecomputeProblem& problem,
-               const std::vector<uint8_t>& may_recompute,
-               OpIndex first_backward_op)
-      : problem_(problem), graph_(problem.graph) {
-    const int32_t num_ops = graph_.num_ops();
-    op_node_.assign(num_ops, -1);
-    tensor_node_.assign(graph_.num_tensors(), -1);
-    int32_t next = 2;
-    for (OpIndex o = 0; o < std::min(first_backward_op, num_ops); ++o) {
-      const Op& op = graph_.op(o);
-      if (op.phase != Phase::kForward) continue;
-      if (may_recompute[o]) {
-        op_node_[o] = next++;
-        eligible_cost_ += problem.op_costs[o];
+}  // namespace
+
+StashModel::StashModel(const RecomputeProblem& problem,
+                       const std::vector<uint8_t>& may_recompute,
+                       OpIndex first_backward_op)
+    : problem_(problem), graph_(problem.graph) {
+  const int32_t num_ops = graph_.num_ops();
+  op_node_.assign(num_ops, -1);
+  tensor_node_.assign(graph_.num_tensors(), -1);
+  int32_t next = 2;
+  for (OpIndex o = 0; o < std::min(first_backward_op, num_ops); ++o) {
+    const Op& op = graph_.op(o);
+    if (op.phase != Phase::kForward) continue;
+    if (may_recompute[o]) {
+      op_node_[o] = next++;
+      eligible_cost_ += problem.op_costs[o];
+    }
+    for (TensorIndex t : op.outputs) {
+      if (!IsPersistentRole(graph_.tensor(t).role)) tensor_node_[t] = next++;
+    }
+  }
+  num_nodes_ = next;
+  needed_.assign(graph_.num_tensors(), 0);
+  double total_bytes = 0;
+  for (TensorIndex t = 0; t < graph_.num_tensors(); ++t) {
+    if (tensor_node_[t] < 0) continue;
+    // Read from the first backward op on. (A forward op placed there
+    // may read the original or a clone, depending on the plan: the model
+    // assumes a clone, which can only understate the stash and keeps the
+    // bound valid.)
+    const std::vector<OpIndex>& readers = graph_.tensor(t).readers;
+    needed_[t] = !readers.empty() && readers.back() >= first_backward_op;
+    if (needed_[t]) plain_stash_bytes_ += problem.tensor_bytes[t];
+    total_bytes += static_cast<double>(problem.tensor_bytes[t]);
+  }
+  scale_ = std::min(kMaxCapacityScale, kCapacityLimit / (total_bytes + 1));
+}
+
+OpIndex StashModel::remaking_op(TensorIndex t) const {
+  const OpIndex producer = graph_.tensor(t).producer;
+  return producer != kNoOp && op_node_[producer] >= 0 &&
+                 graph_.RemadeOnRecompute(t)
+             ? producer
+             : kNoOp;
+}
+
+std::vector<uint8_t> StashModel::Stashed(const RecomputeSet& recompute) const {
+  std::vector<uint8_t> needed = needed_;
+  for (OpIndex o = 0; o < graph_.num_ops(); ++o) {
+    if (op_node_[o] < 0 || !recompute[o]) continue;
+    for (TensorIndex t : graph_.op(o).inputs) needed[t] = 1;
+  }
+  std::vector<uint8_t> stashed(graph_.num_tensors(), 0);
+  for (TensorIndex t = 0; t < graph_.num_tensors(); ++t) {
+    stashed[t] = tensor_node_[t] >= 0 && needed[t] && !ReMadeBy(recompute, t);
+  }
+  return stashed;
+}
+
+int64_t StashModel::StashBytesOf(const RecomputeSet& recompute) const {
+  const std::vector<uint8_t> stashed = Stashed(recompute);
+  int64_t bytes = 0;
+  for (TensorIndex t = 0; t < graph_.num_tensors(); ++t) {
+    if (stashed[t]) bytes += problem_.tensor_bytes[t];
+  }
+  return bytes;
+}
+
+bool StashModel::ReMadeBy(const RecomputeSet& recompute, TensorIndex t) const {
+  const OpIndex op = remaking_op(t);
+  return op != kNoOp && recompute[op];
+}
+
+namespace {
+
+// Rounded down: the cut never overstates a plan's stash or price, and the
+// bound stays valid.
+int64_t Capacity(const StashModel& model, double bytes) {
+  return static_cast<int64_t>(
+      std::min(std::floor(bytes * model.scale()), kCapacityLimit));
+}
+
+// The network, built once per lambda: source 0, sink 1, a node per modelled
+// op ("recomputed" on the sink side) and per modelled tensor ("needed by the
+// backward" on the sink side).
+Cut SolveCut(const StashModel& model, double lambda) {
+  const RecomputeProblem& problem = model.problem();
+  const Graph& graph = problem.graph;
+  constexpr int32_t kSource = 0, kSink = 1;
+  MaxFlow flow(model.num_nodes());
+  for (TensorIndex t = 0; t < graph.num_tensors(); ++t) {
+    const int32_t node = model.tensor_node(t);
+    if (node < 0) continue;
+    if (model.needed(t)) flow.AddEdge(node, kSink, kInfinite);
+    // Stashing t pays its bytes unless its producer re-runs and re-makes it.
+    const OpIndex remaking = model.remaking_op(t);
+    flow.AddEdge(remaking != kNoOp ? model.op_node(remaking) : kSource, node,
+                 Capacity(model, static_cast<double>(problem.tensor_bytes[t])));
+  }
+  for (OpIndex o = 0; o < graph.num_ops(); ++o) {
+    const int32_t node = model.op_node(o);
+    if (node < 0) continue;
+    flow.AddEdge(kSource, node, Capacity(model, lambda * problem.op_costs[o]));
+    // A recomputed op needs its inputs in the backward.
+    for (TensorIndex t : graph.op(o).inputs) {
+      if (model.tensor_node(t) >= 0) {
+        flow.AddEdge(model.tensor_node(t), node, kInfinite);
       }
-      for (TensorIndex t : op.outputs) {
-        if (!IsPersistentRole(graph_.tensor(t).role)) tensor_node_[t] = next++;
-      }
     }
-    num_nodes_ = next;
-    needed_.assign(graph_.num_tensors(), 0);
-    double total_bytes = 0;
-    for (TensorIndex t = 0; t < graph_.num_tensors(); ++t) {
-      if (tensor_node_[t] < 0) continue;
-      // Read from the first backward op on. (A forward op placed there
-      // may read the original or a clone, depending on the plan: the model
-      // assumes a clone, which can only understate the stash and keeps the
-      // bound valid.)
-      const std::vector<OpIndex>& readers = graph_.tensor(t).readers;
-      needed_[t] = !readers.empty() && readers.back() >= first_backward_op;
-      if (needed_[t]) plain_stash_bytes_ += problem.tensor_bytes[t];
-      total_bytes += static_cast<double>(problem.tensor_bytes[t]);
-    }
-    scale_ = std::min(kMaxCapacityScale, kCapacityLimit / (total_bytes + 1));
   }
-
-  int64_t plain_stash_bytes() const { return plain_stash_bytes_; }
-  double eligible_cost() const { return eligible_cost_; }
-
-  // Per tensor, whether the model stashes it under `recompute`.
-  std::vector<uint8_t> Stashed(const RecomputeSet& recompute) const {
-    std::vector<uint8_t> needed = needed_;
-    for (OpIndex o = 0; o < graph_.num_ops(); ++o) {
-      if (op_node_[o] < 0 || !recompute[o]) continue;
-      for (TensorIndex t : graph_.op(o).inputs) needed[t] = 1;
+  Cut cut;
+  cut.value = static_cast<double>(flow.Run(kSource, kSink)) / model.scale();
+  const std::vector<uint8_t> sink_side = flow.SinkSide(kSink);
+  cut.recompute.assign(graph.num_ops(), 0);
+  for (OpIndex o = 0; o < graph.num_ops(); ++o) {
+    if (model.op_node(o) >= 0 && sink_side[model.op_node(o)]) {
+      cut.recompute[o] = 1;
+      cut.cost += problem.op_costs[o];
     }
-    std::vector<uint8_t> stashed(graph_.num_tensors(), 0);
-    for (TensorIndex t = 0; t < graph_.num_tensors(); ++t) {
-      stashed[t] = tensor_node_[t] >= 0 && needed[t] && !ReMadeBy(recompute, t);
-    }
-    return stashed;
   }
-
-  int64_t StashBytesOf(const RecomputeSet& recompute) const {
-    const std::vector<uint8_t> stashed = Stashed(recompute);
-    int64_t bytes = 0;
-    for (TensorIndex t = 0; t < graph_.num_tensors(); ++t) {
-      if (stashed[t]) bytes += problem_.tensor_bytes[t];
-    }
-    return bytes;
-  }
-
-  // Whether `recompute` re-runs t's producer and that re-makes t in the
-  // backward.
-  bool ReMadeBy(const RecomputeSet& recompute, TensorIndex t) const {
-    const OpIndex producer = graph_.tensor(t).producer;
-    return producer != kNoOp && op_node_[producer] >= 0 &&
-           recompute[producer] && graph_.RemadeOnRecompute(t);
-  }
-  bool modelled(TensorIndex t) const { return tensor_node_[t] >= 0; }
-  bool modelled_op(OpIndex o) const { return op_node_[o] >= 0; }
-
-  Cut Solve(double lambda) const {
-    constexpr int32_t kSource = 0, kSink = 1;
-    MaxFlow flow(num_nodes_);
-    for (TensorIndex t = 0; t < graph_.num_tensors(); ++t) {
-      const int32_t node = tensor_node_[t];
-      if (node < 0) continue;
-      if (needed_[t]) flow.AddEdge(node, kSink, kInfinite);
-      const int32_t producer = op_node_[graph_.tensor(t).producer];
-      // Stashing t pays its bytes unless its producer re-runs and re-makes it.
-      const bool remade = producer >= 0 && graph_.RemadeOnRecompute(t);
-      flow.AddEdge(remade ? producer : kSource, node,
-                   Capacity(static_cast<double>(problem_.tensor_bytes[t])));
-    }
-    for (OpIndex o = 0; o < graph_.num_ops(); ++o) {
-      const int32_t node = op_node_[o];
-      if (node < 0) continue;
-      flow.AddEdge(kSource, node, Capacity(lambda * problem_.op_costs[o]));
-      // A recomputed op needs its inputs in the backward.
-      for (TensorIndex t : graph_.op(o).inputs) {
-        if (tensor_node_[t] >= 0)
-          flow.AddEdge(tensor_node_[t], node, kInfinite);
-      }
-    }
-    Cut cut;
-    cut.value = static_cast<double>(flow.Run(kSource, kSink)) / scale_;
-    const std::vector<uint8_t> sink_side = flow.SinkSide(kSink);
-    cut.recompute.assign(graph_.num_ops(), 0);
-    for (OpIndex o = 0; o < graph_.num_ops(); ++o) {
-      if (op_node_[o] >= 0 && sink_side[op_node_[o]]) {
-        cut.recompute[o] = 1;
-        cut.cost += problem_.op_costs[o];
-      }
-    }
-    // The sink side's tensors are the ones the backward needs under the
-    // cut's set (Stashed's `needed`).
-    cut.stash_bytes = StashBytesOf(cut.recompute);
-    return cut;
-  }
-
- private:
-  // Rounded down: the cut never overstates a plan's stash or price, and
-  // the bound stays valid.
-  int64_t Capacity(double bytes) const {
-    return static_cast<int64_t>(
-        std::min(std::floor(bytes * scale_), kCapacityLimit));
-  }
-
-  const RecomputeProblem& problem_;
-  const Graph& graph_;
-  double scale_ = 1;
-  int32_t num_nodes_ = 2;
-  std::vector<int32_t> op_node_;
-  std::vector<int32_t> tensor_node_;
-  std::vector<uint8_t> needed_;
-  int64_t plain_stash_bytes_ = 0;
-  double eligible_cost_ = 0;
-};
+  // The sink side's tensors are the ones the backward needs under the
+  // cut's set (Stashed's `needed`).
+  cut.stash_bytes = model.StashBytesOf(cut.recompute);
+  return cut;
+}
 
 // Parametric cuts are nested: the next dearer cut adds to the best one
 // within the budget groups of ops that share no modelled tensor, so each
@@ -282,9 +273,8 @@ class StashNetwork {
 // the breakpoint left, and a prefix or suffix of one more group what is
 // still left; returns `within` plus those.
 RecomputeSet FillTowards(const RecomputeProblem& problem,
-                         const StashNetwork& network,
-                         const RecomputeSet& within, const RecomputeSet& over,
-                         double budget) {
+                         const StashModel& network, const RecomputeSet& within,
+                         const RecomputeSet& over, double budget) {
   const Graph& graph = problem.graph;
   UnionFind groups_of(graph.num_ops());
   auto added = [&](OpIndex o) {
@@ -397,7 +387,7 @@ absl::StatusOr<StashCutPlans> StashCutsWithinBudget(
     OpIndex first_backward_op, double budget, const Interrupt& interrupted) {
   StashCutPlans result;
   if (first_backward_op == kNoOp || first_backward_op <= 0) return result;
-  const StashNetwork network(problem, may_recompute, first_backward_op);
+  const StashModel network(problem, may_recompute, first_backward_op);
   result.plain_stash_bytes = network.plain_stash_bytes();
   result.lower_bound_bytes = 0;
   if (result.plain_stash_bytes == 0) return result;
@@ -414,7 +404,7 @@ absl::StatusOr<StashCutPlans> StashCutsWithinBudget(
       if (!status.ok()) return status;
     }
     const double lambda = lambda0 * std::exp(log_lambda);
-    Cut cut = network.Solve(lambda);
+    Cut cut = SolveCut(network, lambda);
     // Every plan within the budget pays at least its stash plus nothing more
     // than lambda * budget for its recomputation.
     const double bound = cut.value - lambda * std::max(budget, 0.0);

@@ -27,6 +27,53 @@
 
 namespace echo::planner {
 
+// The model the cut solves, and the exact MILP (passes/stash_milp.h) too:
+// the forward's ops a plan may re-run (before the first backward op) and
+// the tensors they make (not persistent), which the backward needs, and
+// which re-run re-makes which. Ops and tensors outside it are -1.
+class StashModel {
+ public:
+  StashModel(const RecomputeProblem& problem,
+             const std::vector<uint8_t>& may_recompute,
+             OpIndex first_backward_op);
+
+  const RecomputeProblem& problem() const { return problem_; }
+  bool modelled(TensorIndex t) const { return tensor_node_[t] >= 0; }
+  bool modelled_op(OpIndex o) const { return op_node_[o] >= 0; }
+  // Read from the first backward op on.
+  bool needed(TensorIndex t) const { return needed_[t] != 0; }
+  // t's producer when it is modelled and its re-run re-makes t; else kNoOp.
+  OpIndex remaking_op(TensorIndex t) const;
+  int64_t plain_stash_bytes() const { return plain_stash_bytes_; }
+  double eligible_cost() const { return eligible_cost_; }
+
+  // Per tensor, whether the model stashes it under `recompute`.
+  std::vector<uint8_t> Stashed(const RecomputeSet& recompute) const;
+  int64_t StashBytesOf(const RecomputeSet& recompute) const;
+  // Whether `recompute` re-runs t's producer and that re-makes t in the
+  // backward.
+  bool ReMadeBy(const RecomputeSet& recompute, TensorIndex t) const;
+
+  // Dense node ids from 2 on (0 and 1 are a network's source and sink):
+  // the cut's nodes, and the MILP's columns.
+  int32_t op_node(OpIndex o) const { return op_node_[o]; }
+  int32_t tensor_node(TensorIndex t) const { return tensor_node_[t]; }
+  int32_t num_nodes() const { return num_nodes_; }
+  // Bytes to a network's integer capacities (see stash_cut.cc).
+  double scale() const { return scale_; }
+
+ private:
+  const RecomputeProblem& problem_;
+  const Graph& graph_;
+  double scale_ = 1;
+  int32_t num_nodes_ = 2;
+  std::vector<int32_t> op_node_;
+  std::vector<int32_t> tensor_node_;
+  std::vector<uint8_t> needed_;
+  int64_t plain_stash_bytes_ = 0;
+  double eligible_cost_ = 0;
+};
+
 struct StashCutPlans {
   // The plain plan's stash in the model.
   int64_t plain_stash_bytes = 0;
