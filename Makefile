@@ -164,6 +164,7 @@ image-clean:
 bench: build
 	$(BUILD_DIR)/bin/echo_plan_bench quality --milp_seconds=120
 	$(BUILD_DIR)/bin/echo_plan_bench speed --max_ops=1200000
+	$(BUILD_DIR)/bin/echo_plan_bench stash
 	$(BUILD_DIR)/bin/echo_server_load_bench --mix estimate --seconds 10
 	$(BUILD_DIR)/bin/echo_server_load_bench --mix plan --seconds 10
 	$(BUILD_DIR)/bin/echo_scheduler_bench --repeat=10
