@@ -145,7 +145,10 @@ class DeepSpeech2(nn.Module):
             nn.Conv2d(cfg.channels, cfg.channels, (11, 11), stride=(2, 1), padding=(5, 5),
                       bias=False),
             nn.BatchNorm2d(cfg.channels), nn.Hardtanh(0, 20))
-        feat = cfg.channels * (cfg.freq // 4)
+        # Both convs stride 2 over frequency (kernel 11, padding 5): ceil(freq / 2)
+        # each, which is freq // 4 only when 4 divides freq (the paper's 161
+        # gives 41, not 40).
+        feat = cfg.channels * (((cfg.freq + 1) // 2 + 1) // 2)
         self.forward_cells = nn.ModuleList()
         self.backward_cells = nn.ModuleList()
         for layer in range(cfg.rnn_layers):
