@@ -4,7 +4,8 @@ from typing import Optional
 
 import grpc
 
-from echo_torch import proto
+from echo_torch import local_server, proto
+from echo_torch.errors import ServerUnavailable
 from echo_torch.log import logger
 
 DEFAULT_SERVER = "127.0.0.1:50051"
@@ -20,9 +21,6 @@ def resolve_address(server: Optional[str] = None) -> str:
         address = "unix://" + address
     return address
 
-
-class ServerUnavailable(RuntimeError):
-    """echod could not be reached (not running, wrong address, timed out)."""
 
 
 class PlanningError(RuntimeError):
@@ -171,12 +169,23 @@ class PlannerClient:
         return self._call(self._stub.GetMemoryFrontier, "GetMemoryFrontier", request)
 
 
+def _answers(address: str) -> bool:
+    """Whether echod answers at `address` within a second."""
+    client = PlannerClient(address, timeout_seconds=1.0)
+    try:
+        client.wait_ready(1.0)
+        return True
+    except ServerUnavailable:
+        return False
+    finally:
+        client.close()
+
+
 def connect(server: Optional[str] = None, timeout_seconds: float = 30.0) -> "PlannerClient":
     """A PlannerClient for `server`. With none given and $ECHO_SERVER unset:
     the default address when echod answers there, else this process's
     private echod (echo_torch.local_server) when one can be found, else the
     default address (whose calls then fail as unreachable)."""
-    from echo_torch import local_server  # noqa: PLC0415 (it imports this module)
     if server or os.environ.get("ECHO_SERVER") or not local_server.enabled():
         return PlannerClient(server, timeout_seconds)
     client = PlannerClient(None, timeout_seconds)
@@ -186,7 +195,7 @@ def connect(server: Optional[str] = None, timeout_seconds: float = 30.0) -> "Pla
     except ServerUnavailable:
         pass
     try:
-        address = local_server.private_address()
+        address = local_server.private_address(_answers)
     except ServerUnavailable as error:
         logger.warning("echo_torch: %s", error)
         return client

@@ -18,8 +18,9 @@ import subprocess
 import tempfile
 import threading
 import time
-from typing import List, Optional
+from typing import Callable, List, Optional
 
+from echo_torch.errors import ServerUnavailable
 from echo_torch.log import logger
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -90,24 +91,18 @@ class PrivateServer:
             self.process = spawn_with_parent(command, stdin=subprocess.DEVNULL, stdout=log,
                                              stderr=subprocess.STDOUT, env=env)
 
-    def wait_ready(self, timeout_seconds: float = _START_SECONDS) -> None:
-        # Imported here: client imports this module.
-        from echo_torch.client import PlannerClient, ServerUnavailable
+    def wait_ready(self, answers: Callable[[str], bool],
+                   timeout_seconds: float = _START_SECONDS) -> None:
+        """Until answers(address) (the client's probe) holds; raises
+        ServerUnavailable when echod exits first or the time is up."""
         deadline = time.monotonic() + timeout_seconds
         while True:
             if self.process.poll() is not None:
                 raise ServerUnavailable(
                     f"the private echod ({self.echod}) exited with code "
                     f"{self.process.returncode} at start: {self.log_tail()}")
-            if os.path.exists(self.socket):
-                client = PlannerClient(self.address, timeout_seconds=1.0)
-                try:
-                    client.wait_ready(1.0)
-                    return
-                except ServerUnavailable:
-                    pass
-                finally:
-                    client.close()
+            if os.path.exists(self.socket) and answers(self.address):
+                return
             if time.monotonic() > deadline:
                 self.stop()
                 raise ServerUnavailable(
@@ -138,10 +133,11 @@ _lock = threading.Lock()
 _server: Optional[PrivateServer] = None
 
 
-def private_address() -> Optional[str]:
-    """The address of this process's private echod, started on first use;
-    None when none can be found (or ECHO_TORCH_PRIVATE_ECHOD=0). Raises
-    ServerUnavailable when one is found but does not start."""
+def private_address(answers: Callable[[str], bool]) -> Optional[str]:
+    """The address of this process's private echod, started on first use and
+    ready when answers(address) holds; None when none can be found (or
+    ECHO_TORCH_PRIVATE_ECHOD=0). Raises ServerUnavailable when one is found
+    but does not start."""
     global _server
     with _lock:
         if _server is not None and _server.process.poll() is None:
@@ -153,7 +149,7 @@ def private_address() -> Optional[str]:
             return None
         server = PrivateServer(echod)
         atexit.register(server.stop)
-        server.wait_ready()
+        server.wait_ready(answers)
         _server = server
         logger.info("echo_torch: no echod answered at the default address; started a "
                        "private one (%s) on %s for this process, stopped when it exits",
