@@ -143,8 +143,13 @@ test: test-deps cuda-libs configure python-venv python-vision-venv
 # NVIDIA's apt repository or, where it is unreachable, from PyPI's wheels.
 IMAGE_TAG ?= echod:cpu
 IMAGE_CUDA ?= OFF
+# docker.io only where no Docker is installed (it would replace Docker CE's
+# containerd.io).
 image-deps:
-	$(call install_missing,docker.io debootstrap curl)
+	$(call install_missing,debootstrap curl)
+	@command -v dockerd >/dev/null || { $(SUDO) apt-get update -q && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q \
+	    --no-install-recommends docker.io; }
 	deploy/docker/start_engine.sh
 
 image: image-deps
@@ -155,7 +160,8 @@ image: image-deps
 image-test: image build
 	deploy/docker/image_test.sh $(IMAGE_TAG) $(BUILD_DIR)/bin/echoctl
 
-# Drops the image and the engine's build cache (about 1 GB); keeps the base.
+# Drops the image and the engine's whole build cache (about 1 GB; other
+# builds on the engine lose theirs too); keeps the base.
 DOCKER ?= $(shell command -v /usr/bin/docker || command -v docker)
 image-clean:
 	$(DOCKER) image rm -f $(IMAGE_TAG) >/dev/null

@@ -19,8 +19,11 @@ trap cleanup EXIT
 fail() { echo "image_test: FAIL: $*" >&2; "${docker_bin}" logs "${name}" 2>&1 | tail -20 >&2; exit 1; }
 
 # The socket directory is a host directory, as the DaemonSet's hostPath is:
-# owned by the image's uid, as its init container leaves it.
-chown 10001:10001 "${shared}" 2>/dev/null || chmod 0777 "${shared}"
+# owned by the image's uid, as its init container leaves it. echod makes the
+# socket 0660 for uid 10001, so only root on the host can use it.
+[ "$(id -u)" = 0 ] ||
+  { echo "image_test: run as root (the socket check connects to a 0660 socket of uid 10001)" >&2; exit 2; }
+chown 10001:10001 "${shared}"
 
 "${docker_bin}" run -d --name "${name}" --read-only \
   --tmpfs /tmp --tmpfs /var/cache/echo:uid=10001,gid=10001 \

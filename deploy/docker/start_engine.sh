@@ -4,6 +4,13 @@
 set -euo pipefail
 docker_bin="$(command -v /usr/bin/docker || command -v docker)"
 "${docker_bin}" info >/dev/null 2>&1 && exit 0
+# An engine that runs but refuses this user is not a missing one: say so
+# rather than start a second.
+if pgrep -x dockerd >/dev/null; then
+  echo "start_engine: dockerd runs but does not answer this user:" \
+    "$("${docker_bin}" info 2>&1 | tail -1)" >&2
+  exit 1
+fi
 command -v dockerd >/dev/null || { echo "start_engine: no dockerd (apt-get install docker.io)" >&2; exit 1; }
 sudo=""
 [ "$(id -u)" = 0 ] || sudo=sudo

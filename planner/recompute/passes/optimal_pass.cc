@@ -102,8 +102,21 @@ class OptimalPass final : public RecomputePass {
                          .Run(input.problem, input.problem.eligible));
     PassOutput output = OutputFromRecomputeSet(input.problem, exact.recompute);
     output.solver_status = exact.status;
-    output.stash_bound_bytes = exact.bound_bytes;
+    // The optimum over AUTO's ops bounds every plan only when no op a plan
+    // could re-run was left out (a "stash" hint makes an op ineligible).
+    if (input.problem.eligible == ForwardCloneable(input.problem)) {
+      output.stash_bound_bytes = exact.bound_bytes;
+    }
     return output;
+  }
+  // can_clone on the forward phase, as `eligible` counts it (hints aside).
+  static std::vector<uint8_t> ForwardCloneable(
+      const RecomputeProblem& problem) {
+    std::vector<uint8_t> cloneable = problem.can_clone;
+    for (OpIndex o = 0; o < problem.num_ops(); ++o) {
+      if (problem.graph.op(o).phase != Phase::kForward) cloneable[o] = 0;
+    }
+    return cloneable;
   }
   // The limit is below every schedule's peak: proven without the solver.
   static bool ProvenInfeasible(const PassInput& input) {

@@ -77,7 +77,7 @@ absl::StatusOr<ExactStash::Result> ExactStash::Run(
   for (OpIndex o = 0; o < graph.num_ops(); ++o) {
     if (!model.modelled_op(o)) continue;
     const double cost = problem.op_costs[o];
-    if (cost > 0 && budget <= 0) continue;  // stays fixed at 0
+    if (cost > budget) continue;  // can never fit: stays fixed at 0
     r[o] = milp.AddColumn(0, 1, 0, true, absl::StrCat("r", o));
     if (cost > 0) budget_row.Add(r[o], cost / budget);
   }
@@ -117,8 +117,14 @@ absl::StatusOr<ExactStash::Result> ExactStash::Run(
   milp.AddRow(std::move(budget_row));
   if (milp.num_columns() == 0) return result;
 
+  // The plain plan (nothing re-run) is a solution: a time limit never ends
+  // without one.
+  MipStart plain;
+  for (OpIndex o = 0; o < graph.num_ops(); ++o) {
+    if (r[o] >= 0) plain.push_back({milp.names()[r[o]], 0});
+  }
   const MilpSolution solved =
-      SolveWithCbc(milp, options_.time_limit_seconds, MipStart());
+      SolveWithCbc(milp, options_.time_limit_seconds, plain);
   result.status = solved.status;
   if (!solved.values.empty()) {
     for (OpIndex o = 0; o < graph.num_ops(); ++o) {
@@ -126,11 +132,16 @@ absl::StatusOr<ExactStash::Result> ExactStash::Run(
     }
     result.stash_bytes = model.StashBytesOf(result.recompute);
   }
-  // Stashes are whole bytes; CBC's tolerance is well under one.
+  // Stashes are whole bytes; CBC's tolerance is well under one. A search
+  // stopped before its root LP has no bound (CBC answers about -1e308).
   const double bound = solved.bound * bytes_per_unit;
-  result.bound_bytes = std::min(
-      result.stash_bytes,
-      static_cast<int64_t>(std::ceil(bound - 1e-6 * std::max(1.0, bound))));
+  result.bound_bytes =
+      std::isfinite(bound) && bound > 0
+          ? std::min(result.stash_bytes,
+                     static_cast<int64_t>(std::min(
+                         std::ceil(bound - 1e-6 * std::max(1.0, bound)),
+                         static_cast<double>(result.stash_bytes))))
+          : 0;
   if (result.status == "optimal") result.bound_bytes = result.stash_bytes;
   return result;
 }

@@ -66,7 +66,8 @@ function shellForm(args) {
 export function aptPackages(stage) {
   const pkgs = [];
   for (const ins of stage.instructions.filter((i) => i.keyword === "RUN")) {
-    for (const m of ins.args.matchAll(/apt-get\s+install\s+([^;&|]*)/g)) {
+    // Options may come before the subcommand (apt-get "${apt_ca[@]}" install).
+    for (const m of ins.args.matchAll(/apt-get(?:\s+(?:-\S+|"\$\{[^}]*\}"))*\s+install\s+([^;&|]*)/g)) {
       for (const word of m[1].split(/\s+/)) {
         const w = word.replace(/^"|"$/g, "");
         if (w && !w.startsWith("-")) pkgs.push(w);
