@@ -39,7 +39,8 @@ class OptimalPass final : public RecomputePass {
   }
   absl::Status Precheck(const PassInput& input) const override {
     if (ByStash(input.options)) {
-      return ExactStash(StashOptions(input)).CheckModelSize(input.problem);
+      return ExactStash(StashOptions(input))
+          .CheckModelSize(input.problem, input.problem.eligible);
     }
     if (ProvenInfeasible(input)) return absl::OkStatus();  // no MILP
     return OptimalRecompute(MilpOptions(input)).CheckModelSize(input.problem);
@@ -104,19 +105,21 @@ class OptimalPass final : public RecomputePass {
     output.solver_status = exact.status;
     // The optimum over AUTO's ops bounds every plan only when no op a plan
     // could re-run was left out (a "stash" hint makes an op ineligible).
-    if (input.problem.eligible == ForwardCloneable(input.problem)) {
+    if (!AnyForwardOpHeld(input.problem)) {
       output.stash_bound_bytes = exact.bound_bytes;
     }
     return output;
   }
-  // can_clone on the forward phase, as `eligible` counts it (hints aside).
-  static std::vector<uint8_t> ForwardCloneable(
-      const RecomputeProblem& problem) {
-    std::vector<uint8_t> cloneable = problem.can_clone;
+  // Whether a forward op that could be cloned is not eligible: only a
+  // "stash" hint does that (RecomputeProblem's eligible).
+  static bool AnyForwardOpHeld(const RecomputeProblem& problem) {
     for (OpIndex o = 0; o < problem.num_ops(); ++o) {
-      if (problem.graph.op(o).phase != Phase::kForward) cloneable[o] = 0;
+      if (problem.can_clone[o] && !problem.eligible[o] &&
+          problem.graph.op(o).phase == Phase::kForward) {
+        return true;
+      }
     }
-    return cloneable;
+    return false;
   }
   // The limit is below every schedule's peak: proven without the solver.
   static bool ProvenInfeasible(const PassInput& input) {

@@ -37,8 +37,10 @@ int64_t CountNonzeros(const StashModel& model) {
 
 }  // namespace
 
-absl::Status ExactStash::CheckModelSize(const RecomputeProblem& problem) const {
-  const StashModel model(problem, problem.eligible,
+absl::Status ExactStash::CheckModelSize(
+    const RecomputeProblem& problem,
+    const std::vector<uint8_t>& may_recompute) const {
+  const StashModel model(problem, may_recompute,
                          FirstBackwardOp(problem.graph));
   if (CountNonzeros(model) > options_.max_nonzeros) {
     return MilpTooBigError(problem.num_ops(), options_.max_nonzeros);
@@ -63,8 +65,8 @@ absl::StatusOr<ExactStash::Result> ExactStash::Run(
   result.bound_bytes = model.plain_stash_bytes();
   if (model.plain_stash_bytes() == 0) return result;
 
-  // Columns: per modelled op, r (re-run, binary; free ops aside, an op is
-  // fixed at 0 when the budget is 0); per modelled tensor, n (needed by the
+  // Columns: per modelled op, r (re-run, binary; fixed at 0 when the op
+  // alone costs more than the budget); per modelled tensor, n (needed by the
   // backward) and s (stashed), both in [0, 1], integral at the optimum once
   // r is.
   const double bytes_per_unit = std::max(
@@ -132,14 +134,15 @@ absl::StatusOr<ExactStash::Result> ExactStash::Run(
   // Stashes are whole bytes; CBC's tolerance is well under one. A search
   // stopped before its root LP has no bound (CBC answers about -1e308).
   const double bound = solved.bound * bytes_per_unit;
-  result.bound_bytes =
-      std::isfinite(bound) && bound > 0
-          ? std::min(result.stash_bytes,
-                     static_cast<int64_t>(std::min(
-                         std::ceil(bound - 1e-6 * std::max(1.0, bound)),
-                         static_cast<double>(result.stash_bytes))))
-          : 0;
-  if (result.status == "optimal") result.bound_bytes = result.stash_bytes;
+  if (result.status == "optimal") {
+    result.bound_bytes = result.stash_bytes;
+  } else if (std::isfinite(bound) && bound > 0) {
+    result.bound_bytes = static_cast<int64_t>(
+        std::min(std::ceil(bound - 1e-6 * std::max(1.0, bound)),
+                 static_cast<double>(result.stash_bytes)));
+  } else {
+    result.bound_bytes = 0;
+  }
   return result;
 }
 

@@ -43,11 +43,12 @@ class ExactStash {
   };
 
   explicit ExactStash(Options options) : options_(options) {}
-  // FAILED_PRECONDITION when the model would have over max_nonzeros
-  // nonzeros, counted in O(graph); Run checks it first.
-  absl::Status CheckModelSize(const RecomputeProblem& problem) const;
   // `may_recompute`: per op, whether a plan may re-run it (the problem's
   // `eligible` for AUTO's plans).
+  // FAILED_PRECONDITION when the model would have over max_nonzeros
+  // nonzeros, counted in O(graph); Run checks it first.
+  absl::Status CheckModelSize(const RecomputeProblem& problem,
+                              const std::vector<uint8_t>& may_recompute) const;
   absl::StatusOr<Result> Run(const RecomputeProblem& problem,
                              const std::vector<uint8_t>& may_recompute) const;
 
