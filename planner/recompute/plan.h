@@ -33,6 +33,12 @@ enum class RecomputeObjective { kPeakBytes, kStashBytes };
 // The overhead budget when a request gives neither budget (plans) or no
 // overhead budget (fit checks): extra compute <= 5% of the baseline.
 inline constexpr double kDefaultMaxOverheadRatio = 0.05;
+// Relative slack of every overhead budget check: a plan that spends the
+// budget exactly, up to rounding, is within it.
+inline constexpr double kBudgetSlack = 1e-9;
+inline bool WithinOverheadRatio(double ratio, double budget) {
+  return ratio <= budget * (1 + kBudgetSlack);
+}
 // AUTO's default bound on the ops one recomputation re-runs.
 inline constexpr int kDefaultMaxRecomputeDepth = 16;
 // Deeper chains than any graph has ops; larger values overflowed the chain
@@ -81,6 +87,13 @@ struct RecomputePlanOptions {
   // means no recomputation at all. Neither budget set: minimize the peak
   // with ratio kDefaultMaxOverheadRatio. Both set: InvalidArgument.
   std::optional<double> max_overhead_ratio;
+  // With memory_limit_bytes (AUTO): the first plan that meets the limit at
+  // no more than this extra compute is the answer, and the chunk counts
+  // after it are not tried (the plan's peak_lower_bound_bytes then covers
+  // the counts tried). CheckFit and FindMaxBatchSize set their budget: they
+  // ask whether a plan fits within it, not for the cheapest. Unset: the
+  // cheapest plan found.
+  std::optional<double> accept_overhead_ratio;
   // OPTIMAL only: bounds CBC's search and the model size
   // (FAILED_PRECONDITION beyond it).
   double solver_time_limit_seconds = kDefaultSolverTimeLimitSeconds;

@@ -16,6 +16,7 @@
 #include "planner/chunk/chunk_rewrite.h"
 #include "planner/chunk/chunk_search.h"
 #include "planner/cost_model.h"
+#include "planner/memory_simulator.h"
 #include "planner/recompute/plan_report.h"
 #include "planner/recompute/recompute_pass.h"
 #include "planner/recompute/recompute_problem.h"
@@ -26,7 +27,6 @@ namespace {
 
 // Budgets compare with this relative slack, so that a plan that spends
 // exactly the budget (computed in another summation order) still fits.
-constexpr double kBudgetSlack = 1e-9;
 
 absl::Status Validate(const Graph& graph, const std::vector<double>& op_costs,
                       const RecomputePlanOptions& options) {
@@ -51,6 +51,12 @@ absl::Status Validate(const Graph& graph, const std::vector<double>& op_costs,
       *options.memory_limit_bytes < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "memory_limit_bytes is negative: ", *options.memory_limit_bytes));
+  }
+  if (options.accept_overhead_ratio.has_value() &&
+      !(*options.accept_overhead_ratio >= 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("accept_overhead_ratio must be >= 0, got ",
+                     *options.accept_overhead_ratio));
   }
   if (options.max_overhead_ratio.has_value() &&
       (!std::isfinite(*options.max_overhead_ratio) ||
@@ -308,15 +314,76 @@ void DescribeChunks(const Graph& graph, const ChunkRegionSearch& found,
 // more.
 constexpr int kChunkPatience = 2;
 
+// Whether `plan` ends the search: it meets the memory limit within the
+// overhead the caller accepts (accept_overhead_ratio).
+bool Acceptable(const RecomputePlan& plan,
+                const RecomputePlanOptions& options) {
+  return options.memory_limit_bytes.has_value() &&
+         options.accept_overhead_ratio.has_value() && plan.feasible &&
+         WithinOverheadRatio(plan.recompute_overhead_ratio,
+                             *options.accept_overhead_ratio);
+}
+
+// The lower bound over the graph and its chunked graphs (`found`).
+absl::StatusOr<int64_t> ChunkedPeakLowerBound(
+    const Graph& graph, const ChunkRegionSearch& found,
+    const RecomputePlanOptions& options) {
+  const int64_t bound = PeakLowerBound(graph, options.memory);
+  if (found.regions.empty()) return bound;
+  // The most chunks AUTO may try bound every count: the chunked graphs
+  // differ only in the forward step's workspace, one chunk's tensors at
+  // once, which shrink with its rows. Peaks do not depend on costs.
+  const std::vector<double> no_costs(graph.num_ops(), 0.0);
+  ASSIGN_OR_RETURN(
+      const ChunkedGraph chunked,
+      ChunkGraph(graph, no_costs, found.regions,
+                 ChunkCounts(MaxRegionRows(found), options.chunking).back(),
+                 options.memory, options.chunking.launch_cost));
+  return std::min(bound, PeakLowerBound(chunked.graph, options.memory));
+}
+
+// The most bytes chunking takes off any step: every region's inner tensors.
+// A plan of the chunked graph meeting a limit is, with the same choices
+// outside the regions, a plan of the graph meeting the limit raised by
+// this, at no more cost.
+int64_t MaxChunkRelief(const Graph& graph, const ChunkRegionSearch& found,
+                       const MemoryModelOptions& memory) {
+  int64_t relief = 0;
+  for (const ChunkRegion& region : found.regions) {
+    for (TensorIndex t : region.inner) {
+      relief += AllocatedBytes(graph.tensor(t).size_bytes, memory);
+    }
+  }
+  return relief;
+}
+
 // AUTO with chunking: the unchunked plan, then plans of the graph with its
 // regions in 1, 2, 4, ... chunks while the plan improves (more chunks cost
-// launches and stop paying once the loss no longer sets the peak).
+// launches and stop paying once the loss no longer sets the peak), or
+// until a plan is acceptable.
 absl::StatusOr<RecomputePlan> PlanWithChunks(
     const Graph& graph, const std::vector<double>& op_costs,
     const RecomputePlanOptions& options, const RecomputePass& pass,
     const PlanBudget& budget, const ChunkRegionSearch& found) {
   ASSIGN_OR_RETURN(RecomputePlan best,
                    PlanOneGraph(graph, op_costs, options, pass, budget));
+  if (options.memory_limit_bytes.has_value() &&
+      options.accept_overhead_ratio.has_value() && !Acceptable(best, options)) {
+    // Whether any chunk count can be acceptable: not when even the limit
+    // raised by what chunks take off (MaxChunkRelief) leaves AUTO above the
+    // ratio. One plan instead of one per count (CheckFit's "no" answers).
+    RecomputePlanOptions relaxed = options;
+    *relaxed.memory_limit_bytes += MaxChunkRelief(graph, found, options.memory);
+    ASSIGN_OR_RETURN(const RecomputePlan relaxed_plan,
+                     PlanOneGraph(graph, op_costs, relaxed, pass, budget));
+    if (!Acceptable(relaxed_plan, relaxed)) {
+      if (!best.feasible) {
+        ASSIGN_OR_RETURN(best.peak_lower_bound_bytes,
+                         ChunkedPeakLowerBound(graph, found, options));
+      }
+      return best;
+    }
+  }
   const double cost_budget =
       options.max_overhead_ratio.value_or(kDefaultMaxOverheadRatio) *
       budget.baseline_cost * (1 + kBudgetSlack);
@@ -324,6 +391,7 @@ absl::StatusOr<RecomputePlan> PlanWithChunks(
   std::optional<RecomputePlan> previous;
   int misses = 0;
   for (int32_t chunks : ChunkCounts(MaxRegionRows(found), options.chunking)) {
+    if (Acceptable(best, options)) break;
     ASSIGN_OR_RETURN(ChunkedGraph chunked,
                      ChunkGraph(graph, op_costs, found.regions, chunks,
                                 options.memory, options.chunking.launch_cost));
@@ -382,20 +450,9 @@ absl::StatusOr<PassOutput> RunRecomputePass(const Graph& graph,
 
 absl::StatusOr<int64_t> PlanPeakLowerBound(
     const Graph& graph, const RecomputePlanOptions& options) {
-  const int64_t bound = PeakLowerBound(graph, options.memory);
   const ChunkRegionSearch found =
       ChunkingApplies(options) ? FindChunkRegions(graph) : ChunkRegionSearch{};
-  if (found.regions.empty()) return bound;
-  // The most chunks AUTO may try bound every count: the chunked graphs
-  // differ only in the forward step's workspace, one chunk's tensors at
-  // once, which shrink with its rows. Peaks do not depend on costs.
-  const std::vector<double> no_costs(graph.num_ops(), 0.0);
-  ASSIGN_OR_RETURN(
-      const ChunkedGraph chunked,
-      ChunkGraph(graph, no_costs, found.regions,
-                 ChunkCounts(MaxRegionRows(found), options.chunking).back(),
-                 options.memory, options.chunking.launch_cost));
-  return std::min(bound, PeakLowerBound(chunked.graph, options.memory));
+  return ChunkedPeakLowerBound(graph, found, options);
 }
 
 absl::StatusOr<RecomputePlan> GenerateRecomputePlan(

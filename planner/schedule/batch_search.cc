@@ -15,13 +15,12 @@
 #include "planner/recompute/plan_report.h"
 #include "planner/recompute/recompute_planner.h"
 #include "planner/schedule/batch_bracket.h"
+#include "planner/schedule/fit_check.h"
 #include "planner/status_macros.h"
 
 namespace echo::planner {
 namespace {
 
-// As the planner's budget check: a plan spending exactly the budget fits.
-constexpr double kBudgetSlack = 1e-9;
 // AUTO ranges wider than this many candidates start from a guess (one
 // plan and a few replays) rather than by bisection (one plan per halving).
 constexpr int64_t kGuessMinRange = 8;
@@ -172,24 +171,14 @@ absl::StatusOr<MaxBatchResult> FindMaxBatchSize(
         ASSIGN_OR_RETURN(const Graph* g, scaled(k));
         BatchProbe probe;
         if (g == nullptr) return probe;
-        // No schedule goes below the bound: skip planning.
-        ASSIGN_OR_RETURN(const int64_t lower_bound,
-                         PlanPeakLowerBound(*g, auto_options));
-        if (lower_bound > usable) {
-          probe.peak_bytes = lower_bound;
-          return probe;
-        }
         ASSIGN_OR_RETURN(const std::vector<double> costs, op_costs(*g));
-        RecomputePlanOptions plan_options = auto_options;
-        plan_options.memory_limit_bytes = std::max<int64_t>(usable, 1);
-        ASSIGN_OR_RETURN(const RecomputePlan plan,
-                         GenerateRecomputePlan(*g, costs, plan_options));
-        ++result.plans_evaluated;
-        probe.peak_bytes = plan.planned_peak_bytes;
-        probe.overhead_ratio = plan.recompute_overhead_ratio;
-        probe.fits =
-            plan.feasible && plan.planned_peak_bytes <= usable &&
-            plan.recompute_overhead_ratio <= ratio * (1 + kBudgetSlack);
+        ASSIGN_OR_RETURN(
+            const RecomputeFit fit,
+            FitWithRecompute(*g, costs, auto_options, usable, ratio));
+        if (fit.planned) ++result.plans_evaluated;
+        probe.peak_bytes = fit.peak_bytes;
+        probe.overhead_ratio = fit.recompute_overhead_ratio;
+        probe.fits = fit.fits;
         return probe;
       },
       OverheadCrossing(usable, ratio, zero_batch), options.interrupted);

@@ -7,10 +7,41 @@
 #include "absl/strings/str_format.h"
 #include "planner/device_catalog.h"
 #include "planner/recompute/plan.h"
+#include "planner/recompute/plan_report.h"
 #include "planner/recompute/recompute_planner.h"
 #include "planner/status_macros.h"
 
 namespace echo::planner {
+
+absl::StatusOr<RecomputeFit> FitWithRecompute(
+    const Graph& graph, const std::vector<double>& op_costs,
+    const RecomputePlanOptions& options, int64_t usable_bytes, double ratio) {
+  RecomputeFit fit;
+  // No schedule goes below the bound: skip planning. The chunked bound
+  // costs a rewrite of the graph, so only where the plain bound is over.
+  fit.peak_lower_bound_bytes = PeakLowerBound(graph, options.memory);
+  if (fit.peak_lower_bound_bytes > usable_bytes) {
+    ASSIGN_OR_RETURN(fit.peak_lower_bound_bytes,
+                     PlanPeakLowerBound(graph, options));
+    if (fit.peak_lower_bound_bytes > usable_bytes) {
+      fit.peak_bytes = fit.peak_lower_bound_bytes;
+      return fit;
+    }
+  }
+  RecomputePlanOptions plan_options = options;
+  plan_options.memory_limit_bytes = std::max<int64_t>(usable_bytes, 1);
+  plan_options.accept_overhead_ratio = ratio;
+  ASSIGN_OR_RETURN(const RecomputePlan plan,
+                   GenerateRecomputePlan(graph, op_costs, plan_options));
+  fit.planned = true;
+  fit.meets_memory = plan.feasible && plan.planned_peak_bytes <= usable_bytes;
+  fit.fits = fit.meets_memory &&
+             WithinOverheadRatio(plan.recompute_overhead_ratio, ratio);
+  fit.peak_bytes = plan.planned_peak_bytes;
+  fit.peak_lower_bound_bytes = plan.peak_lower_bound_bytes;
+  fit.recompute_overhead_ratio = plan.recompute_overhead_ratio;
+  return fit;
+}
 
 absl::StatusOr<FitResult> CheckFit(const Graph& graph,
                                    const std::vector<double>& op_costs,
@@ -44,30 +75,34 @@ absl::StatusOr<FitResult> CheckFit(const Graph& graph,
   plan_options.memory = options.memory;
   plan_options.chunking = options.chunking;
   plan_options.interrupted = options.interrupted;
-  plan_options.memory_limit_bytes = std::max<int64_t>(capacity, 1);
-  ASSIGN_OR_RETURN(const RecomputePlan plan,
-                   GenerateRecomputePlan(graph, op_costs, plan_options));
-  result.planned_peak_bytes = plan.planned_peak_bytes;
-  result.recompute_overhead_ratio = plan.recompute_overhead_ratio;
-  result.fits = plan.feasible && plan.planned_peak_bytes <= capacity &&
-                plan.recompute_overhead_ratio <= ratio;
-  if (result.fits) {
+  ASSIGN_OR_RETURN(
+      const RecomputeFit fit,
+      FitWithRecompute(graph, op_costs, plan_options, capacity, ratio));
+  result.fits = fit.fits;
+  result.planned_peak_bytes = fit.peak_bytes;
+  result.recompute_overhead_ratio = fit.recompute_overhead_ratio;
+  if (!fit.planned) {
+    result.message = absl::StrFormat(
+        "does not fit even with maximal recomputation: lower bound %d above "
+        "%d usable bytes",
+        fit.peak_lower_bound_bytes, capacity);
+  } else if (result.fits) {
     result.message = absl::StrFormat(
         "fits with recomputation: peak %d -> %d of %d usable bytes at %.2f%% "
         "extra compute",
-        result.baseline_peak_bytes, plan.planned_peak_bytes, capacity,
-        100 * plan.recompute_overhead_ratio);
-  } else if (plan.feasible) {
+        result.baseline_peak_bytes, fit.peak_bytes, capacity,
+        100 * fit.recompute_overhead_ratio);
+  } else if (fit.meets_memory) {
     result.message = absl::StrFormat(
         "fits only at %.2f%% extra compute, above the %.2f%% budget (peak %d "
         "-> %d of %d bytes)",
-        100 * plan.recompute_overhead_ratio, 100 * ratio,
-        result.baseline_peak_bytes, plan.planned_peak_bytes, capacity);
+        100 * fit.recompute_overhead_ratio, 100 * ratio,
+        result.baseline_peak_bytes, fit.peak_bytes, capacity);
   } else {
     result.message = absl::StrFormat(
         "does not fit even with maximal recomputation: best peak %d, lower "
         "bound %d, usable %d bytes",
-        plan.planned_peak_bytes, plan.peak_lower_bound_bytes, capacity);
+        fit.peak_bytes, fit.peak_lower_bound_bytes, capacity);
   }
   return result;
 }

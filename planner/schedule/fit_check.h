@@ -13,6 +13,28 @@
 
 namespace echo::planner {
 
+// "Fits with recomputation" under `usable_bytes` within `ratio`, as
+// CheckFit and FindMaxBatchSize answer it.
+struct RecomputeFit {
+  // False when no schedule can fit (the lower bound is above the usable
+  // memory): no plan was made.
+  bool planned = false;
+  bool fits = false;
+  // The plan meets the memory (at any extra compute).
+  bool meets_memory = false;
+  // The plan's peak, or the lower bound when none was made.
+  int64_t peak_bytes = 0;
+  int64_t peak_lower_bound_bytes = 0;
+  double recompute_overhead_ratio = 0;
+};
+
+// `options` without budgets (AUTO's, e.g. its chunking): the lower bound
+// first, then AUTO under the usable memory, which stops at the first plan
+// within `ratio`.
+absl::StatusOr<RecomputeFit> FitWithRecompute(
+    const Graph& graph, const std::vector<double>& op_costs,
+    const RecomputePlanOptions& options, int64_t usable_bytes, double ratio);
+
 // FitOptions and FitResult are in plan.h. INVALID_ARGUMENT for a negative
 // ratio or reserve, or bad op costs.
 absl::StatusOr<FitResult> CheckFit(const Graph& graph,

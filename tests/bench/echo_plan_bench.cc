@@ -40,6 +40,7 @@
 #include "absl/strings/str_split.h"
 #include "adapter/graph_convert.h"
 #include "adapter/graph_file.h"
+#include "bench_flags.h"
 #include "model_graphs.h"
 #include "planner/byte_size.h"
 #include "planner/checkmate_import.h"
@@ -59,27 +60,6 @@ using planner::kDefaultSolverTimeLimitSeconds;
 using planner::RecomputePlan;
 using planner::RecomputePlanOptions;
 using planner::RecomputePolicy;
-
-std::map<std::string, std::string> ParseFlags(int argc, char** argv) {
-  std::map<std::string, std::string> flags;
-  for (int i = 2; i < argc; ++i) {
-    absl::string_view arg = argv[i];
-    if (!absl::ConsumePrefix(&arg, "--")) continue;
-    std::vector<std::string> kv = absl::StrSplit(arg, absl::MaxSplits('=', 1));
-    flags[kv[0]] = kv.size() > 1 ? kv[1] : "true";
-  }
-  return flags;
-}
-
-double FlagDouble(const std::map<std::string, std::string>& flags,
-                  const std::string& name, double fallback) {
-  auto it = flags.find(name);
-  double value = fallback;
-  if (it != flags.end() && !absl::SimpleAtod(it->second, &value)) {
-    value = fallback;
-  }
-  return value;
-}
 
 std::optional<RecomputePlan> Plan(
     const Graph& graph, const std::vector<double>& costs,
@@ -495,7 +475,7 @@ int Stash(const std::map<std::string, std::string>& flags) {
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
-  const auto flags = echo::bench::ParseFlags(argc, argv);
+  const auto flags = echo::bench::ParseFlags(argc, argv, 2);
   if (mode == "quality") return echo::bench::Quality(flags);
   if (mode == "speed") return echo::bench::Speed(flags);
   if (mode == "stash") return echo::bench::Stash(flags);
