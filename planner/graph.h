@@ -169,7 +169,8 @@ class Graph {
 
  private:
   friend class GraphBuilder;
-  friend class BatchScaler;  // batch.h: rewrites sizes in place
+  friend class BatchScaler;      // batch.h: rewrites sizes in place
+  friend class ChunkStepEditor;  // chunk_rewrite.cc: re-chunks its steps
   std::string name_;
   int64_t batch_size_ = 0;
   std::vector<Tensor> tensors_;

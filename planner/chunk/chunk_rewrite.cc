@@ -175,6 +175,104 @@ absl::StatusOr<int64_t> ChunkWorkspaceBytes(const Graph& graph,
   return SimulatePlain(*built, memory).peak_bytes;
 }
 
+namespace {
+
+// One region's step at `chunks` chunks, and the costs of its forward and
+// backward steps.
+struct RegionStep {
+  ChunkedStep step;
+  double forward_cost = 0;
+  double backward_cost = 0;
+};
+
+absl::StatusOr<RegionStep> PlanRegionStep(const Graph& graph,
+                                          const ChunkRegion& region,
+                                          const std::vector<double>& op_costs,
+                                          int32_t chunks,
+                                          const MemoryModelOptions& memory,
+                                          double launch_cost) {
+  RegionStep planned;
+  ChunkedStep& step = planned.step;
+  step.chunks = static_cast<int32_t>(std::min<int64_t>(chunks, region.rows));
+  step.chunk_rows = (region.rows + step.chunks - 1) / step.chunks;
+  if (region.block_rows > 0) {
+    // Whole blocks per chunk.
+    step.chunk_rows = (step.chunk_rows + region.block_rows - 1) /
+                      region.block_rows * region.block_rows;
+    step.chunks = static_cast<int32_t>((region.rows + step.chunk_rows - 1) /
+                                       step.chunk_rows);
+  }
+  ASSIGN_OR_RETURN(step.chunk_workspace_bytes,
+                   ChunkWorkspaceBytes(graph, region, step.chunk_rows, memory));
+  for (TensorIndex t : region.inner) {
+    if (!std::binary_search(region.summed.begin(), region.summed.end(), t)) {
+      step.inner_bytes += AllocatedBytes(graph.tensor(t).size_bytes, memory);
+    }
+  }
+  int32_t kernels = 0;
+  const double cost = RegionCost(graph, region, op_costs, &kernels);
+  const double per_launch =
+      launch_cost >= 0 ? launch_cost
+                       : kUnknownLaunchShare * cost / std::max(kernels, 1);
+  step.extra_cost = (step.chunks - 1) * per_launch * kernels;
+  // The backward step scales each gradient the region hands on.
+  if (!region.backward_ops.empty()) {
+    planned.backward_cost =
+        (launch_cost >= 0 ? launch_cost : 0) * region.gradients.size();
+  }
+  planned.forward_cost = cost + step.extra_cost;
+  step.extra_cost += planned.backward_cost;
+  return planned;
+}
+
+void SetChunkAttributes(const ChunkedStep& step,
+                        std::map<std::string, std::string>& attributes) {
+  attributes["chunks"] = absl::StrCat(step.chunks);
+  attributes["chunk_rows"] = absl::StrCat(step.chunk_rows);
+}
+
+}  // namespace
+
+// The chunked graph's steps, edited in place (Graph's friend).
+class ChunkStepEditor {
+ public:
+  static Op& MutableOp(Graph& graph, OpIndex o) { return graph.ops_[o]; }
+};
+
+absl::Status Rechunk(const Graph& graph, const std::vector<double>& op_costs,
+                     const std::vector<ChunkRegion>& regions, int32_t chunks,
+                     const MemoryModelOptions& memory, double launch_cost,
+                     ChunkedGraph& chunked) {
+  if (chunks < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chunks must be positive, got ", chunks));
+  }
+  if (chunked.steps.size() != regions.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the chunked graph has ", chunked.steps.size(),
+                     " steps for ", regions.size(), " regions"));
+  }
+  chunked.extra_cost = 0;
+  for (size_t r = 0; r < regions.size(); ++r) {
+    ASSIGN_OR_RETURN(RegionStep planned,
+                     PlanRegionStep(graph, regions[r], op_costs, chunks, memory,
+                                    launch_cost));
+    ChunkedStep& step = chunked.steps[r];
+    planned.step.forward_op = step.forward_op;
+    planned.step.backward_op = step.backward_op;
+    step = planned.step;
+    Op& forward = ChunkStepEditor::MutableOp(chunked.graph, step.forward_op);
+    forward.workspace_bytes = step.chunk_workspace_bytes;
+    SetChunkAttributes(step, forward.attributes);
+    chunked.op_costs[step.forward_op] = planned.forward_cost;
+    if (step.backward_op != kNoOp) {
+      chunked.op_costs[step.backward_op] = planned.backward_cost;
+    }
+    chunked.extra_cost += step.extra_cost;
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ChunkedGraph> ChunkGraph(const Graph& graph,
                                         const std::vector<double>& op_costs,
                                         const std::vector<ChunkRegion>& regions,
@@ -204,33 +302,12 @@ absl::StatusOr<ChunkedGraph> ChunkGraph(const Graph& graph,
   std::vector<double> forward_costs, backward_costs;
   for (int32_t r = 0; r < static_cast<int32_t>(regions.size()); ++r) {
     const ChunkRegion& region = regions[r];
-    ChunkedStep step;
-    step.chunks = static_cast<int32_t>(std::min<int64_t>(chunks, region.rows));
-    step.chunk_rows = (region.rows + step.chunks - 1) / step.chunks;
-    if (region.block_rows > 0) {
-      // Whole blocks per chunk.
-      step.chunk_rows = (step.chunk_rows + region.block_rows - 1) /
-                        region.block_rows * region.block_rows;
-      step.chunks = static_cast<int32_t>((region.rows + step.chunk_rows - 1) /
-                                         step.chunk_rows);
-    }
     ASSIGN_OR_RETURN(
-        step.chunk_workspace_bytes,
-        ChunkWorkspaceBytes(graph, region, step.chunk_rows, memory));
-    for (TensorIndex t : region.inner) {
-      dropped.insert(t);
-      if (!std::binary_search(region.summed.begin(), region.summed.end(), t)) {
-        step.inner_bytes += AllocatedBytes(graph.tensor(t).size_bytes, memory);
-      }
-    }
+        const RegionStep planned,
+        PlanRegionStep(graph, region, op_costs, chunks, memory, launch_cost));
+    ChunkedStep step = planned.step;
+    for (TensorIndex t : region.inner) dropped.insert(t);
     for (OpIndex o : region.ops()) removed.insert(o);
-    int32_t kernels = 0;
-    const double cost = RegionCost(graph, region, op_costs, &kernels);
-    const double per_launch =
-        launch_cost >= 0 ? launch_cost
-                         : kUnknownLaunchShare * cost / std::max(kernels, 1);
-    step.extra_cost = (step.chunks - 1) * per_launch * kernels;
-
     const std::string name =
         absl::StrCat("chunked_", graph.op(region.loss_op).id);
     OpSpec forward =
@@ -238,8 +315,7 @@ absl::StatusOr<ChunkedGraph> ChunkGraph(const Graph& graph,
                  OpClass::kOther, Phase::kForward, r);
     forward.workspace_bytes = step.chunk_workspace_bytes;
     forward.flops = SummedFlops(graph, region);
-    forward.attributes["chunks"] = absl::StrCat(step.chunks);
-    forward.attributes["chunk_rows"] = absl::StrCat(step.chunk_rows);
+    SetChunkAttributes(step, forward.attributes);
     for (TensorIndex t : region.inputs) {
       forward.input_ids.push_back(graph.tensor(t).id);
     }
@@ -251,7 +327,6 @@ absl::StatusOr<ChunkedGraph> ChunkGraph(const Graph& graph,
     for (TensorIndex g : region.gradients) {
       forward.output_ids.push_back(graph.tensor(g).id);
     }
-    double scale_cost = 0;
     OpSpec backward;
     if (!region.backward_ops.empty()) {
       backward = StepSpec(FreshId(name + ".backward", op_exists),
@@ -266,16 +341,13 @@ absl::StatusOr<ChunkedGraph> ChunkGraph(const Graph& graph,
       token.size_bytes = 0;
       backward.output_ids.push_back(token.id);
       builder.AddTensor(std::move(token));
-      scale_cost =
-          (launch_cost >= 0 ? launch_cost : 0) * region.gradients.size();
-      step.extra_cost += scale_cost;
       backward_at[region.backward_ops.front()] = r;
     }
     backward_steps.push_back(std::move(backward));
-    backward_costs.push_back(scale_cost);
+    backward_costs.push_back(planned.backward_cost);
     forward_at[region.forward_ops.back()] = r;
     forward_steps.push_back(std::move(forward));
-    forward_costs.push_back(cost + step.extra_cost - scale_cost);
+    forward_costs.push_back(planned.forward_cost);
     result.extra_cost += step.extra_cost;
     result.steps.push_back(step);
   }

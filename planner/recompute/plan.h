@@ -89,10 +89,10 @@ struct RecomputePlanOptions {
   std::optional<double> max_overhead_ratio;
   // With memory_limit_bytes (AUTO): the first plan that meets the limit at
   // no more than this extra compute is the answer, and the chunk counts
-  // after it are not tried (the plan's peak_lower_bound_bytes then covers
-  // the counts tried). CheckFit and FindMaxBatchSize set their budget: they
-  // ask whether a plan fits within it, not for the cheapest. Unset: the
-  // cheapest plan found.
+  // after it are not tried (the plan's peak_lower_bound_bytes covers them
+  // all unless the unchunked plan was accepted). CheckFit and
+  // FindMaxBatchSize set their budget: they ask whether a plan fits within
+  // it, not for the cheapest. Unset: the cheapest plan found.
   std::optional<double> accept_overhead_ratio;
   // OPTIMAL only: bounds CBC's search and the model size
   // (FAILED_PRECONDITION beyond it).

@@ -321,3 +321,46 @@ TEST(ChunkPlanTest, MemoryLimitOnlyChunksAsFarAsNeeded) {
 
 }  // namespace
 }  // namespace echo::planner
+
+namespace echo::planner {
+namespace {
+
+// Re-chunking one rewrite gives the rewrite of that count: the same steps,
+// costs, attributes and peaks.
+TEST(ChunkRewriteTest, RechunkEqualsTheRewriteOfThatCount) {
+  const Graph graph = testing::ParseOrFail(kLmHead);
+  const std::vector<double> costs = testing::RelativeCosts(graph);
+  ChunkRegion region;
+  ASSERT_TRUE(OneRegion(graph, &region));
+  const std::vector<ChunkRegion> regions = {region};
+  ASSERT_OK_AND_ASSIGN(ChunkedGraph edited,
+                       ChunkGraph(graph, costs, regions, 1, {}, 0.25));
+  for (int32_t chunks : {2, 8, 4, 3, 1}) {
+    SCOPED_TRACE(chunks);
+    ASSERT_OK(Rechunk(graph, costs, regions, chunks, {}, 0.25, edited));
+    ASSERT_OK_AND_ASSIGN(const ChunkedGraph built,
+                         ChunkGraph(graph, costs, regions, chunks, {}, 0.25));
+    EXPECT_EQ(edited.op_costs, built.op_costs);
+    EXPECT_DOUBLE_EQ(edited.extra_cost, built.extra_cost);
+    ASSERT_EQ(edited.steps.size(), 1u);
+    EXPECT_EQ(edited.steps[0].chunks, built.steps[0].chunks);
+    EXPECT_EQ(edited.steps[0].chunk_rows, built.steps[0].chunk_rows);
+    EXPECT_EQ(edited.steps[0].chunk_workspace_bytes,
+              built.steps[0].chunk_workspace_bytes);
+    EXPECT_EQ(edited.steps[0].forward_op, built.steps[0].forward_op);
+    EXPECT_EQ(edited.steps[0].backward_op, built.steps[0].backward_op);
+    ASSERT_EQ(edited.graph.num_ops(), built.graph.num_ops());
+    for (OpIndex o = 0; o < built.graph.num_ops(); ++o) {
+      EXPECT_EQ(edited.graph.op(o).workspace_bytes,
+                built.graph.op(o).workspace_bytes);
+      EXPECT_EQ(edited.graph.op(o).attributes, built.graph.op(o).attributes);
+    }
+    EXPECT_EQ(SimulatePlain(edited.graph).peak_bytes,
+              SimulatePlain(built.graph).peak_bytes);
+  }
+  EXPECT_FALSE(Rechunk(graph, costs, regions, 0, {}, 0.25, edited).ok());
+  EXPECT_FALSE(Rechunk(graph, costs, {}, 2, {}, 0.25, edited).ok());
+}
+
+}  // namespace
+}  // namespace echo::planner
