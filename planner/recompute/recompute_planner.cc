@@ -25,9 +25,6 @@
 namespace echo::planner {
 namespace {
 
-// Budgets compare with this relative slack, so that a plan that spends
-// exactly the budget (computed in another summation order) still fits.
-
 absl::Status Validate(const Graph& graph, const std::vector<double>& op_costs,
                       const RecomputePlanOptions& options) {
   if (static_cast<int64_t>(op_costs.size()) != graph.num_ops()) {
