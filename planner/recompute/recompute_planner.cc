@@ -485,6 +485,21 @@ absl::StatusOr<int64_t> PlanPeakLowerBound(
   return ChunkedPeakLowerBound(graph, found, options);
 }
 
+absl::StatusOr<int64_t> PlanStashLowerBound(const Graph& graph,
+                                            const std::vector<double>& op_costs,
+                                            const RecomputePlanOptions& options,
+                                            double cost_budget) {
+  RETURN_IF_ERROR(CheckedPass(graph, op_costs, options).status());
+  const RecomputeProblem problem(graph, op_costs, options.memory);
+  ASSIGN_OR_RETURN(const int64_t bound,
+                   StashLowerBound(problem, cost_budget, /*with_cut=*/false,
+                                   options.interrupted));
+  if (!ChunkingApplies(options)) return bound;
+  return std::max<int64_t>(
+      0,
+      bound - MaxChunkRelief(graph, FindChunkRegions(graph), options.memory));
+}
+
 absl::StatusOr<RecomputePlan> GenerateRecomputePlan(
     const Graph& graph, const std::vector<double>& op_costs,
     const RecomputePlanOptions& options) {

@@ -45,6 +45,17 @@ absl::StatusOr<RecomputePlan> GenerateRecomputePlan(
 absl::StatusOr<int64_t> PlanPeakLowerBound(const Graph& graph,
                                            const RecomputePlanOptions& options);
 
+// No AUTO plan GenerateRecomputePlan returns for `graph` with `options`
+// whose extra compute is within `cost_budget` (in op_costs' unit) stashes
+// less, and so none peaks lower (the stash is live at once where the
+// backward starts): StashLowerBound's knapsack bound (no cut: ~5 ms at
+// 100k ops), less what chunks can take off any step where AUTO may chunk.
+// For fit checks that skip planning where nothing within the budget fits.
+absl::StatusOr<int64_t> PlanStashLowerBound(const Graph& graph,
+                                            const std::vector<double>& op_costs,
+                                            const RecomputePlanOptions& options,
+                                            double cost_budget);
+
 // What GenerateRecomputePlan refuses before planning (bad inputs and
 // options: INVALID_ARGUMENT; an OPTIMAL model too big for the solver:
 // FAILED_PRECONDITION), without planning, in O(graph). GenerateRecomputePlan

@@ -1,10 +1,12 @@
 #include "planner/schedule/fit_check.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "planner/cost_model.h"
 #include "planner/device_catalog.h"
 #include "planner/recompute/plan.h"
 #include "planner/recompute/plan_report.h"
@@ -25,6 +27,18 @@ absl::StatusOr<RecomputeFit> FitWithRecompute(
                      PlanPeakLowerBound(graph, options));
     if (fit.peak_lower_bound_bytes > usable_bytes) {
       fit.peak_bytes = fit.peak_lower_bound_bytes;
+      return fit;
+    }
+  }
+  // Nor within the ratio when every plan within it stashes more.
+  if (std::isfinite(ratio)) {
+    ASSIGN_OR_RETURN(const int64_t stash_bound,
+                     PlanStashLowerBound(graph, op_costs, options,
+                                         ratio * BaselineCost(graph, op_costs) *
+                                             (1 + kBudgetSlack)));
+    if (stash_bound > usable_bytes) {
+      fit.stash_lower_bound_bytes = stash_bound;
+      fit.peak_bytes = stash_bound;
       return fit;
     }
   }
@@ -81,7 +95,12 @@ absl::StatusOr<FitResult> CheckFit(const Graph& graph,
   result.fits = fit.fits;
   result.planned_peak_bytes = fit.peak_bytes;
   result.recompute_overhead_ratio = fit.recompute_overhead_ratio;
-  if (!fit.planned) {
+  if (!fit.planned && fit.stash_lower_bound_bytes > 0) {
+    result.message = absl::StrFormat(
+        "does not fit within %.2f%% extra compute: every plan within it "
+        "stashes at least %d bytes for the backward, above %d usable bytes",
+        100 * ratio, fit.stash_lower_bound_bytes, capacity);
+  } else if (!fit.planned) {
     result.message = absl::StrFormat(
         "does not fit even with maximal recomputation: lower bound %d above "
         "%d usable bytes",

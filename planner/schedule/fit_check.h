@@ -22,15 +22,19 @@ struct RecomputeFit {
   bool fits = false;
   // The plan meets the memory (at any extra compute).
   bool meets_memory = false;
-  // The plan's peak, or the lower bound when none was made.
+  // The plan's peak, or when none was made the bound that ruled it out.
   int64_t peak_bytes = 0;
   int64_t peak_lower_bound_bytes = 0;
+  // Set when no plan was made because every plan within the ratio stashes
+  // more than the usable memory (PlanStashLowerBound).
+  int64_t stash_lower_bound_bytes = 0;
   double recompute_overhead_ratio = 0;
 };
 
-// `options` without budgets (AUTO's, e.g. its chunking): the lower bound
-// first, then AUTO under the usable memory, which stops at the first plan
-// within `ratio`.
+// `options` without budgets (AUTO's, e.g. its chunking): the peak lower
+// bound first, then the least stash within `ratio` (PlanStashLowerBound),
+// then AUTO under the usable memory, which stops at the first plan within
+// `ratio`.
 absl::StatusOr<RecomputeFit> FitWithRecompute(
     const Graph& graph, const std::vector<double>& op_costs,
     const RecomputePlanOptions& options, int64_t usable_bytes, double ratio);

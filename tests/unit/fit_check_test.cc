@@ -1,7 +1,8 @@
-// CheckFit's shortcuts (FitWithRecompute): no plan below the lower bound,
-// and AUTO under a memory limit that stops at the first plan within the
-// budget and tries no chunk count when even their relief misses it. The
-// answers must equal the full search's.
+// CheckFit's shortcuts (FitWithRecompute): no plan below the lower bound
+// or below the least stash within the budget, and AUTO under a memory
+// limit that stops at the first plan within the budget and tries no chunk
+// count when even their relief misses it. The answers must equal the full
+// search's.
 #include "planner/schedule/fit_check.h"
 
 #include <string>
@@ -71,7 +72,7 @@ TEST(FitWithRecomputeTest, BelowTheLowerBoundNothingIsPlanned) {
 // FitWithRecompute answers as the cheapest plan of the full search does,
 // and both shortcuts are taken somewhere.
 TEST(FitWithRecomputeTest, AnswersAsTheFullSearch) {
-  int fits = 0, misses = 0, stopped_early = 0, skipped = 0;
+  int fits = 0, misses = 0, stopped_early = 0, skipped = 0, by_stash = 0;
   for (const char* name : {"gpt", "hf_gpt2"}) {
     const Priced model = Load(name);
     const RecomputePlanOptions options = Chunking();
@@ -97,6 +98,15 @@ TEST(FitWithRecomputeTest, AnswersAsTheFullSearch) {
             FitWithRecompute(model.graph, model.costs, options, limit, ratio));
         EXPECT_EQ(fit.fits, full_fits);
         (full_fits ? fits : misses) += 1;
+        by_stash += fit.stash_lower_bound_bytes > 0;
+        // The stash bound holds for every plan within the ratio.
+        ASSERT_OK_AND_ASSIGN(
+            const int64_t stash_bound,
+            PlanStashLowerBound(model.graph, model.costs, options,
+                                ratio * full.baseline_compute_cost));
+        if (full_fits) {
+          EXPECT_LE(stash_bound, full.planned_peak_bytes);
+        }
         // Which shortcut it took: the accepting plan with fewer chunks, or
         // the unchunked plan where the full search chunked in vain.
         RecomputePlanOptions accept_options = full_options;
@@ -122,6 +132,7 @@ TEST(FitWithRecomputeTest, AnswersAsTheFullSearch) {
   EXPECT_GT(misses, 0);
   EXPECT_GT(stopped_early, 0);
   EXPECT_GT(skipped, 0);
+  EXPECT_GT(by_stash, 0);
 }
 
 TEST(FitWithRecomputeTest, ANegativeAcceptedRatioIsNamed) {

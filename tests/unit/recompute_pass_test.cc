@@ -141,10 +141,19 @@ TEST(FitCheckTest, TheOverheadBudgetMeansWhatItMeansForPlans) {
   EXPECT_FALSE(fit.fits_without_recompute);
   EXPECT_EQ(fit.planned_peak_bytes, 1300);
   EXPECT_DOUBLE_EQ(fit.recompute_overhead_ratio, 1.0 / 45);
-  // 0: no extra compute at all.
+  // 0: no extra compute at all. Every plan without any then stashes the
+  // plain 2101 bytes for the backward: no plan is made.
   fit = Fit(1300, 0.0);
   EXPECT_FALSE(fit.fits);
-  EXPECT_THAT(fit.message, HasSubstr("above the 0.00% budget"));
+  EXPECT_EQ(fit.message,
+            "does not fit within 0.00% extra compute: every plan within it "
+            "stashes at least 2101 bytes for the backward, above 1300 usable "
+            "bytes");
+  // At 2% (f2 costs 2.2%) a plan is made and misses the budget.
+  fit = Fit(1300, 0.02);
+  EXPECT_FALSE(fit.fits);
+  EXPECT_THAT(fit.message, HasSubstr("fits only at 2.22% extra compute, "
+                                     "above the 2.00% budget"));
   // The reserve comes off the device's memory.
   EXPECT_TRUE(Fit(1400, std::nullopt, 100).fits);
   EXPECT_FALSE(Fit(1400, std::nullopt, 150).fits);
