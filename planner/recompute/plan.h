@@ -90,7 +90,9 @@ struct RecomputePlanOptions {
   // With memory_limit_bytes (AUTO): the first plan that meets the limit at
   // no more than this extra compute is the answer, and the chunk counts
   // after it are not tried (the plan's peak_lower_bound_bytes covers them
-  // all unless the unchunked plan was accepted). CheckFit and
+  // all unless the search stopped before the first count: the unchunked
+  // plan accepted, or the counts ruled out while it meets the limit).
+  // CheckFit and
   // FindMaxBatchSize set their budget: they ask whether a plan fits within
   // it, not for the cheapest. Unset: the cheapest plan found.
   std::optional<double> accept_overhead_ratio;

@@ -339,17 +339,27 @@ absl::StatusOr<int64_t> ChunkedPeakLowerBound(
   return std::min(bound, PeakLowerBound(chunked.graph, options.memory));
 }
 
-// The most bytes chunking takes off any step: every region's inner tensors.
-// A plan of the chunked graph meeting a limit is, with the same choices
-// outside the regions, a plan of the graph meeting the limit raised by
-// this, at no more cost.
+// More than chunking takes off any step or the stash: every region's inner
+// tensors, its inputs (the unchunked backward may hold one the chunked
+// graph frees after its forward step) and its largest op workspace. A plan
+// of the chunked graph meeting a limit is, with the same choices outside
+// the regions, a plan of the graph meeting the limit raised by this, at no
+// more cost; its stash is at most this below the graph's.
 int64_t MaxChunkRelief(const Graph& graph, const ChunkRegionSearch& found,
                        const MemoryModelOptions& memory) {
   int64_t relief = 0;
   for (const ChunkRegion& region : found.regions) {
-    for (TensorIndex t : region.inner) {
-      relief += AllocatedBytes(graph.tensor(t).size_bytes, memory);
+    for (const std::vector<TensorIndex>* tensors :
+         {&region.inner, &region.inputs}) {
+      for (TensorIndex t : *tensors) {
+        relief += AllocatedBytes(graph.tensor(t).size_bytes, memory);
+      }
     }
+    int64_t workspace = 0;
+    for (OpIndex o : region.ops()) {
+      workspace = std::max(workspace, graph.op(o).workspace_bytes);
+    }
+    relief += AllocatedBytes(workspace, memory);
   }
   return relief;
 }
@@ -373,7 +383,9 @@ absl::StatusOr<RecomputePlan> PlanWithChunks(
       options.accept_overhead_ratio.has_value() && !Acceptable(best, options)) {
     // Whether any chunk count can be acceptable: not when even the limit
     // raised by what chunks take off (MaxChunkRelief) leaves AUTO above the
-    // ratio. One plan instead of one per count (CheckFit's "no" answers).
+    // ratio. One plan instead of one per count (CheckFit's "no" answers);
+    // like every AUTO answer it trusts the search, here on the relaxed
+    // problem (fit_check_test checks it against the full search).
     RecomputePlanOptions relaxed = options;
     *relaxed.memory_limit_bytes += MaxChunkRelief(graph, found, options.memory);
     ASSIGN_OR_RETURN(const RecomputePlan relaxed_plan,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -19,6 +20,18 @@ absl::StatusOr<RecomputeFit> FitWithRecompute(
     const Graph& graph, const std::vector<double>& op_costs,
     const RecomputePlanOptions& options, int64_t usable_bytes, double ratio) {
   RecomputeFit fit;
+  // The least stash within the ratio (PlanStashLowerBound); computed first
+  // because it checks the costs and options as the planner does, so that
+  // a bad request is an error, not an answer.
+  std::optional<int64_t> stash_bound;
+  if (std::isfinite(ratio)) {
+    ASSIGN_OR_RETURN(stash_bound,
+                     PlanStashLowerBound(graph, op_costs, options,
+                                         ratio * BaselineCost(graph, op_costs) *
+                                             (1 + kBudgetSlack)));
+  } else {
+    RETURN_IF_ERROR(PrecheckRecomputePlan(graph, op_costs, options));
+  }
   // No schedule goes below the bound: skip planning. The chunked bound
   // costs a rewrite of the graph, so only where the plain bound is over.
   fit.peak_lower_bound_bytes = PeakLowerBound(graph, options.memory);
@@ -31,16 +44,10 @@ absl::StatusOr<RecomputeFit> FitWithRecompute(
     }
   }
   // Nor within the ratio when every plan within it stashes more.
-  if (std::isfinite(ratio)) {
-    ASSIGN_OR_RETURN(const int64_t stash_bound,
-                     PlanStashLowerBound(graph, op_costs, options,
-                                         ratio * BaselineCost(graph, op_costs) *
-                                             (1 + kBudgetSlack)));
-    if (stash_bound > usable_bytes) {
-      fit.stash_lower_bound_bytes = stash_bound;
-      fit.peak_bytes = stash_bound;
-      return fit;
-    }
+  if (stash_bound.has_value() && *stash_bound > usable_bytes) {
+    fit.stash_lower_bound_bytes = *stash_bound;
+    fit.peak_bytes = *stash_bound;
+    return fit;
   }
   RecomputePlanOptions plan_options = options;
   plan_options.memory_limit_bytes = std::max<int64_t>(usable_bytes, 1);

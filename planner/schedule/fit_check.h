@@ -16,8 +16,9 @@ namespace echo::planner {
 // "Fits with recomputation" under `usable_bytes` within `ratio`, as
 // CheckFit and FindMaxBatchSize answer it.
 struct RecomputeFit {
-  // False when no schedule can fit (the lower bound is above the usable
-  // memory): no plan was made.
+  // False when no plan was made: none can fit (the peak lower bound is
+  // above the usable memory) or none within the ratio can (the stash
+  // bound, stash_lower_bound_bytes).
   bool planned = false;
   bool fits = false;
   // The plan meets the memory (at any extra compute).

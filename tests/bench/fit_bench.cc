@@ -127,6 +127,9 @@ int Run(const std::map<std::string, std::string>& flags) {
         options.reserved_bytes = reserved;
         options.max_overhead_ratio = ratio;
         options.chunking.enabled = chunking;
+        // As echod prices chunk launches.
+        options.chunking.launch_cost =
+            planner::CostModelOptions().launch_overhead_seconds;
         absl::StatusOr<planner::FitResult> fit;
         const double fit_ms = MedianMs(
             repeats, [&] { fit = planner::CheckFit(*graph, costs, options); });

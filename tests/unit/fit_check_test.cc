@@ -5,6 +5,7 @@
 // search's.
 #include "planner/schedule/fit_check.h"
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -102,8 +103,9 @@ TEST(FitWithRecomputeTest, AnswersAsTheFullSearch) {
         // The stash bound holds for every plan within the ratio.
         ASSERT_OK_AND_ASSIGN(
             const int64_t stash_bound,
-            PlanStashLowerBound(model.graph, model.costs, options,
-                                ratio * full.baseline_compute_cost));
+            PlanStashLowerBound(
+                model.graph, model.costs, options,
+                ratio * full.baseline_compute_cost * (1 + kBudgetSlack)));
         if (full_fits) {
           EXPECT_LE(stash_bound, full.planned_peak_bytes);
         }
@@ -133,6 +135,18 @@ TEST(FitWithRecomputeTest, AnswersAsTheFullSearch) {
   EXPECT_GT(stopped_early, 0);
   EXPECT_GT(skipped, 0);
   EXPECT_GT(by_stash, 0);
+}
+
+// Bad costs are an error, not an answer, also where a bound answers.
+TEST(FitWithRecomputeTest, BadCostsAreAnErrorBeforeAnyBound) {
+  const Priced gpt = Load("gpt");
+  const std::vector<double> short_costs(gpt.costs.begin(), gpt.costs.end() - 1);
+  for (double ratio : {0.05, std::numeric_limits<double>::infinity()}) {
+    const absl::StatusOr<RecomputeFit> fit =
+        FitWithRecompute(gpt.graph, short_costs, Chunking(), 1, ratio);
+    EXPECT_EQ(fit.status().code(), absl::StatusCode::kInvalidArgument)
+        << fit.status();
+  }
 }
 
 TEST(FitWithRecomputeTest, ANegativeAcceptedRatioIsNamed) {
