@@ -305,10 +305,10 @@ class PlannerService final : public RawPlannerService {
       std::chrono::steady_clock::time_point::max();
   OptimalWorker optimal_;
   std::unique_ptr<GraphRegistry> registry_;
-  // Declared last: destroyed first, finishing what it has queued while the
-  // members its tasks use are still alive.
-  std::unique_ptr<WorkerPool> workers_;
   std::unique_ptr<MemoryBudget> budget_;
+  // Declared last: destroyed first, finishing what it has queued while the
+  // members its tasks use (budget_ too: each task trims it) are still alive.
+  std::unique_ptr<WorkerPool> workers_;
 };
 
 }  // namespace echo::server
