@@ -406,16 +406,22 @@ absl::StatusOr<RecomputePlan> PlanWithChunks(
   int misses = 0;
   // One rewrite, re-chunked for each count (Rechunk).
   std::optional<ChunkedGraph> chunked;
+  int32_t chunked_at = 0;  // the count `chunked` is set to
   auto chunk = [&](int32_t chunks) -> absl::Status {
+    if (chunked.has_value() && chunked_at == chunks) return absl::OkStatus();
     if (chunked.has_value()) {
-      return Rechunk(graph, op_costs, found.regions, chunks, options.memory,
-                     options.chunking.launch_cost, *chunked);
+      RETURN_IF_ERROR(Rechunk(graph, op_costs, found.regions, chunks,
+                              options.memory, options.chunking.launch_cost,
+                              *chunked));
+    } else {
+      ASSIGN_OR_RETURN(
+          chunked, ChunkGraph(graph, op_costs, found.regions, chunks,
+                              options.memory, options.chunking.launch_cost));
     }
-    ASSIGN_OR_RETURN(chunked,
-                     ChunkGraph(graph, op_costs, found.regions, chunks,
-                                options.memory, options.chunking.launch_cost));
+    chunked_at = chunks;
     return absl::OkStatus();
   };
+  bool planned_most = false;  // its plan's bound is in lower_bound
   std::vector<int32_t> counts =
       ChunkCounts(MaxRegionRows(found), options.chunking);
   const int32_t most_chunks = counts.back();
@@ -426,6 +432,7 @@ absl::StatusOr<RecomputePlan> PlanWithChunks(
   for (int32_t chunks : counts) {
     if (Acceptable(best, options)) break;
     RETURN_IF_ERROR(chunk(chunks));
+    planned_most |= chunks == most_chunks;
     PlanBudget chunked_budget = budget;
     chunked_budget.extra_cost = chunked->extra_cost;
     ASSIGN_OR_RETURN(RecomputePlan plan,
@@ -451,9 +458,11 @@ absl::StatusOr<RecomputePlan> PlanWithChunks(
   if (chunked.has_value()) {
     // The most chunks bound every count (ChunkedPeakLowerBound), also those
     // the loop stopped before.
-    RETURN_IF_ERROR(chunk(most_chunks));
-    lower_bound =
-        std::min(lower_bound, PeakLowerBound(chunked->graph, options.memory));
+    if (!planned_most) {
+      RETURN_IF_ERROR(chunk(most_chunks));
+      lower_bound =
+          std::min(lower_bound, PeakLowerBound(chunked->graph, options.memory));
+    }
     if (best_chunks > 0) {
       RETURN_IF_ERROR(chunk(best_chunks));
       DescribeChunks(graph, found, *std::move(chunked), best);

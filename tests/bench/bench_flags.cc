@@ -1,10 +1,12 @@
 #include "bench_flags.h"
 
+#include <cstdio>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "planner/cost_model.h"
 
 namespace echo::bench {
 
@@ -28,6 +30,19 @@ double FlagDouble(const std::map<std::string, std::string>& flags,
     value = fallback;
   }
   return value;
+}
+
+std::optional<std::vector<double>> PriceOrReport(
+    const std::string& path, const planner::Graph& graph,
+    const planner::DeviceSpec& device) {
+  absl::StatusOr<planner::CostTable> table =
+      planner::EstimateOpCosts(graph, &device, nullptr);
+  if (!table.ok()) {
+    std::fprintf(stderr, "%s: %s\n", path.c_str(),
+                 table.status().ToString().c_str());
+    return std::nullopt;
+  }
+  return table->Costs();
 }
 
 }  // namespace echo::bench

@@ -425,14 +425,10 @@ int Stash(const std::map<std::string, std::string>& flags) {
                    graph.status().ToString().c_str());
       return 1;
     }
-    absl::StatusOr<planner::CostTable> table =
-        planner::EstimateOpCosts(*graph, &*device, nullptr);
-    if (!table.ok()) {
-      std::fprintf(stderr, "%s: %s\n", path.c_str(),
-                   table.status().ToString().c_str());
-      return 1;
-    }
-    const std::vector<double> costs = table->Costs();
+    const std::optional<std::vector<double>> priced =
+        PriceOrReport(path, *graph, *device);
+    if (!priced.has_value()) return 1;
+    const std::vector<double>& costs = *priced;
     RecomputePlanOptions options;
     options.max_overhead_ratio = ratio;
     options.objective = planner::RecomputeObjective::kStashBytes;

@@ -113,14 +113,10 @@ int Run(const std::map<std::string, std::string>& flags) {
         std::fprintf(stderr, "%s\n", device.status().ToString().c_str());
         return 1;
       }
-      absl::StatusOr<planner::CostTable> table =
-          planner::EstimateOpCosts(*graph, &*device, nullptr);
-      if (!table.ok()) {
-        std::fprintf(stderr, "%s: %s\n", path.c_str(),
-                     table.status().ToString().c_str());
-        return 1;
-      }
-      const std::vector<double> costs = table->Costs();
+      const std::optional<std::vector<double>> priced =
+          PriceOrReport(path, *graph, *device);
+      if (!priced.has_value()) return 1;
+      const std::vector<double>& costs = *priced;
       for (double ratio : ratios) {
         planner::FitOptions options;
         options.device_memory_bytes = device->memory_bytes;
