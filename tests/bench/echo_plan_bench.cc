@@ -21,7 +21,9 @@
 //     --family and --min_ops pick one graph out, e.g. to profile it;
 //     --auto_only times AUTO alone; --write_graphs=DIR also writes each graph
 //     as DIR/<family>_<scale>.pb (echo.v1.Graph, the costs as each op's
-//     relative_cost), e.g. to time `echoctl plan` through echod.
+//     relative_cost), e.g. to time `echoctl plan` through echod; --digest
+//     adds a column with a fingerprint of AUTO's schedule, to check that a
+//     change keeps the plans.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -82,6 +84,17 @@ std::optional<RecomputePlan> Plan(
     return std::nullopt;
   }
   return *std::move(plan);
+}
+
+// A fingerprint of a plan's schedule (FNV-1a over its executions), so that
+// two builds can be checked to plan identically (speed --digest).
+uint64_t ScheduleDigest(const planner::Schedule& schedule) {
+  uint64_t hash = 1469598103934665603ull;
+  for (const planner::Execution& e : schedule) {
+    const uint64_t item = (static_cast<uint64_t>(e.op) << 1) | e.recompute;
+    hash = (hash ^ item) * 1099511628211ull;
+  }
+  return hash;
 }
 
 std::string Percent(double ratio) {
@@ -355,12 +368,17 @@ int Speed(const std::map<std::string, std::string>& flags) {
         ms.push_back(best);
       }
       points.push_back({static_cast<double>(model.graph.num_ops()), ms[0]});
-      std::printf("| %s, %d | %d | %.2f | %.2f | %.2f | %.2f | %.2fx | %s |\n",
-                  family.name.c_str(), scale, model.graph.num_ops(), ms[0],
-                  ms[1], ms[2], ms[3],
-                  static_cast<double>(auto_plan->baseline_peak_bytes) /
-                      auto_plan->planned_peak_bytes,
-                  Percent(auto_plan->recompute_overhead_ratio).c_str());
+      const std::string digest =
+          flags.count("digest")
+              ? absl::StrFormat(" %016x |", ScheduleDigest(auto_plan->schedule))
+              : "";
+      std::printf(
+          "| %s, %d | %d | %.2f | %.2f | %.2f | %.2f | %.2fx | %s |%s\n",
+          family.name.c_str(), scale, model.graph.num_ops(), ms[0], ms[1],
+          ms[2], ms[3],
+          static_cast<double>(auto_plan->baseline_peak_bytes) /
+              auto_plan->planned_peak_bytes,
+          Percent(auto_plan->recompute_overhead_ratio).c_str(), digest.c_str());
       std::fflush(stdout);
     }
     if (points.size() >= 2) {

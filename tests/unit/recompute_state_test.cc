@@ -126,5 +126,64 @@ TEST(RecomputeStateTest, IncrementalModelMatchesReplayOnRandomGraphs) {
   EXPECT_GT(states_with_late_clones, 50);
 }
 
+// The chain counts TrackChains keeps answer ChainDepthIfAdded as the walks
+// do, under every kind of plan change, for caps below and at the tracked one.
+TEST(RecomputeStateTest, TrackedChainDepthsEqualTheWalks) {
+  int32_t capped_answers = 0;
+  for (const int32_t tracked_cap : {2, 4, 64}) {
+    for (uint64_t seed = 1; seed <= 30; ++seed) {
+      SCOPED_TRACE(::testing::Message()
+                   << "seed " << seed << " cap " << tracked_cap);
+      testing::RandomGraphOptions options;
+      options.forward_ops = 6 + seed % 24;
+      testing::RandomGraph random =
+          testing::MakeRandomTrainingGraph(seed, options);
+      RecomputeProblem problem(random.graph, random.op_costs, {});
+      RecomputeState walked(problem);
+      RecomputeState tracked(problem);
+      tracked.TrackChains(tracked_cap);
+      std::mt19937 rng(seed);
+      std::vector<OpIndex> eligible;
+      for (OpIndex o = 0; o < problem.num_ops(); ++o) {
+        if (problem.eligible[o]) eligible.push_back(o);
+      }
+      if (eligible.empty()) continue;
+      for (int move = 0; move < 60; ++move) {
+        const OpIndex o = eligible[rng() % eligible.size()];
+        if (move % 20 == 19) {
+          const RecomputeChoice plan = walked.plan();
+          tracked.Assign(plan);
+        } else if (move % 3 == 2) {
+          const std::vector<OpIndex> needs = walked.NeedPoints(o);
+          if (needs.empty()) continue;
+          const OpIndex point = needs[rng() % needs.size()];
+          const std::vector<OpIndex>& splits = walked.splits(o);
+          if (std::binary_search(splits.begin(), splits.end(), point)) {
+            walked.RemoveSplit(o, point);
+            tracked.RemoveSplit(o, point);
+          } else {
+            walked.AddSplit(o, point);
+            tracked.AddSplit(o, point);
+          }
+        } else {
+          const bool in_set = !walked.Contains(o);
+          walked.Set(o, in_set);
+          tracked.Set(o, in_set);
+        }
+        for (int32_t cap = 1; cap <= std::min(tracked_cap, 6); ++cap) {
+          for (OpIndex x = 0; x < problem.num_ops(); ++x) {
+            const int32_t depth = walked.ChainDepthIfAdded(x, cap);
+            ASSERT_EQ(tracked.ChainDepthIfAdded(x, cap), depth)
+                << "op " << x << " cap " << cap << " move " << move;
+            capped_answers += depth == cap + 1 && cap > 1;
+          }
+        }
+      }
+    }
+  }
+  // Chains longer than the cap must occur, so that the cap is exercised.
+  EXPECT_GT(capped_answers, 100);
+}
+
 }  // namespace
 }  // namespace echo::planner

@@ -72,6 +72,7 @@ void RecomputeState::Assign(const RecomputeChoice& plan) {
   delta.pop_back();
   tree_.Assign(delta);
   if (tracks_stash()) TrackStash(OpOfSlot(stash_from_slot_));
+  if (chain_cap_ > 0) TrackChains(chain_cap_);
 }
 
 void RecomputeState::ComputeIntervals(TensorIndex t, Interval& original,
@@ -241,8 +242,10 @@ void RecomputeState::SetClonePoints(OpIndex q,
 void RecomputeState::Set(OpIndex op, bool in_set) {
   if ((recompute_[op] != 0) == in_set) return;
   if (in_set && !problem_.can_clone[op]) return;
+  const bool was_in_plan = InPlan(op);
   recompute_[op] = in_set;
   Update(op);
+  if (chain_cap_ > 0 && InPlan(op) != was_in_plan) chain_dirty_.push_back(op);
 }
 
 void RecomputeState::AddSplit(OpIndex op, OpIndex point) {
@@ -250,8 +253,10 @@ void RecomputeState::AddSplit(OpIndex op, OpIndex point) {
   std::vector<OpIndex>& splits = splits_[op];
   auto it = std::lower_bound(splits.begin(), splits.end(), point);
   if (it != splits.end() && *it == point) return;
+  const bool was_in_plan = InPlan(op);
   splits.insert(it, point);
   Update(op);
+  if (chain_cap_ > 0 && !was_in_plan) chain_dirty_.push_back(op);
 }
 
 void RecomputeState::RemoveSplit(OpIndex op, OpIndex point) {
@@ -260,6 +265,7 @@ void RecomputeState::RemoveSplit(OpIndex op, OpIndex point) {
   if (it == splits.end() || *it != point) return;
   splits.erase(it);
   Update(op);
+  if (chain_cap_ > 0 && !InPlan(op)) chain_dirty_.push_back(op);
 }
 
 void RecomputeState::ComputeClonePoints(OpIndex x,
@@ -332,25 +338,29 @@ void RecomputeState::Update(OpIndex op) {
   }
 }
 
+template <typename Visit>
+void RecomputeState::ForEachChainNeighbor(OpIndex x, bool toward_producers,
+                                          const Visit& visit) const {
+  if (toward_producers) {
+    for (TensorIndex t : graph_.op(x).inputs) {
+      const OpIndex p = graph_.tensor(t).producer;
+      if (p != kNoOp && graph_.RemadeOnRecompute(t)) visit(p);
+    }
+  } else {
+    for (TensorIndex t : graph_.op(x).outputs) {
+      if (!graph_.RemadeOnRecompute(t)) continue;
+      for (OpIndex r : graph_.tensor(t).readers) visit(r);
+    }
+  }
+}
+
 int32_t RecomputeState::LongestChain(OpIndex q, int32_t cap,
                                      bool toward_producers) const {
   // Longest chain of set ops through q in one direction, counting q, capped
   // at cap + 1: explore at most `cap` levels, then a DP over the reached ops
-  // from the far end. Neighbours: the producers of x's inputs (upward) or
-  // the readers of its outputs (downward).
+  // from the far end.
   const auto for_each_neighbor = [&](OpIndex x, const auto& visit) {
-    // (Outputs a clone does not make link nothing: read from the original.)
-    if (toward_producers) {
-      for (TensorIndex t : graph_.op(x).inputs) {
-        const OpIndex p = graph_.tensor(t).producer;
-        if (p != kNoOp && graph_.RemadeOnRecompute(t)) visit(p);
-      }
-    } else {
-      for (TensorIndex t : graph_.op(x).outputs) {
-        if (!graph_.RemadeOnRecompute(t)) continue;
-        for (OpIndex r : graph_.tensor(t).readers) visit(r);
-      }
-    }
+    ForEachChainNeighbor(x, toward_producers, visit);
   };
   ++memo_generation_;
   std::vector<OpIndex>& frontier = walk_frontier_;
@@ -389,9 +399,85 @@ int32_t RecomputeState::LongestChain(OpIndex q, int32_t cap,
 }
 
 int32_t RecomputeState::ChainDepthIfAdded(OpIndex op, int32_t cap) const {
+  if (cap <= chain_cap_) {
+    // The tracked counts are exact up to chain_cap_ + 1 >= cap + 1.
+    UpdateChains();
+    int32_t up = 0;
+    int32_t down = 0;
+    ForEachChainNeighbor(op, true, [&](OpIndex y) {
+      if (InPlan(y)) up = std::max(up, chain_up_[y]);
+    });
+    ForEachChainNeighbor(op, false, [&](OpIndex y) {
+      if (InPlan(y)) down = std::max(down, chain_down_[y]);
+    });
+    return std::min(
+        cap + 1, std::min(cap + 1, up + 1) + std::min(cap + 1, down + 1) - 1);
+  }
   // Both walks count `op` itself, whether or not it is in the set.
   return std::min(cap + 1, LongestChain(op, cap, /*toward_producers=*/true) +
                                LongestChain(op, cap, false) - 1);
+}
+
+int32_t RecomputeState::TrackedChain(OpIndex x, bool toward_producers) const {
+  if (!InPlan(x)) return 0;
+  const std::vector<int32_t>& chain =
+      toward_producers ? chain_up_ : chain_down_;
+  int32_t best = 0;
+  ForEachChainNeighbor(x, toward_producers, [&](OpIndex y) {
+    if (InPlan(y)) best = std::max(best, chain[y]);
+  });
+  return std::min(chain_cap_ + 1, best + 1);
+}
+
+void RecomputeState::TrackChains(int32_t cap) {
+  const int32_t n = graph_.num_ops();
+  chain_cap_ = cap;
+  chain_up_.assign(n, 0);
+  chain_down_.assign(n, 0);
+  chain_mark_.assign(n, 0);
+  chain_dirty_.clear();
+  // Producers come before readers.
+  for (OpIndex x = 0; x < n; ++x) chain_up_[x] = TrackedChain(x, true);
+  for (OpIndex x = n - 1; x >= 0; --x) chain_down_[x] = TrackedChain(x, false);
+}
+
+void RecomputeState::UpdateChains() const {
+  // A count flows away from the changed ops: the up counts to readers
+  // (higher indices, taken lowest first), the down counts to producers
+  // (highest first), so that each op is recounted once, after every
+  // neighbour it reads changed. An op taken out and put back since the last
+  // query recounts to what it was and moves nothing.
+  if (chain_dirty_.empty()) return;
+  for (const bool up : {true, false}) {
+    std::vector<int32_t>& chain = up ? chain_up_ : chain_down_;
+    std::vector<OpIndex>& heap = chain_heap_;
+    // std::push_heap keeps the largest on top: order by -index upward.
+    const auto key = [up](OpIndex o) { return up ? -o : o; };
+    const auto before = [&](OpIndex a, OpIndex b) { return key(a) < key(b); };
+    ++chain_stamp_;
+    heap.clear();
+    for (OpIndex op : chain_dirty_) {
+      if (chain_mark_[op] == chain_stamp_) continue;
+      chain_mark_[op] = chain_stamp_;
+      heap.push_back(op);
+      std::push_heap(heap.begin(), heap.end(), before);
+    }
+    while (!heap.empty()) {
+      std::pop_heap(heap.begin(), heap.end(), before);
+      const OpIndex x = heap.back();
+      heap.pop_back();
+      const int32_t count = TrackedChain(x, up);
+      if (count == chain[x]) continue;
+      chain[x] = count;
+      ForEachChainNeighbor(x, !up, [&](OpIndex y) {
+        if (!InPlan(y) || chain_mark_[y] == chain_stamp_) return;
+        chain_mark_[y] = chain_stamp_;
+        heap.push_back(y);
+        std::push_heap(heap.begin(), heap.end(), before);
+      });
+    }
+  }
+  chain_dirty_.clear();
 }
 
 }  // namespace echo::planner

@@ -94,6 +94,12 @@ class RecomputeState {
   // Longest chain of set ops through `op` if it were added (1 when alone),
   // counted up to `cap` + 1.
   int32_t ChainDepthIfAdded(OpIndex op, int32_t cap) const;
+  // From now on, keeps each plan op's longest chain toward its producers and
+  // toward its readers, counted up to `cap` + 1, so that ChainDepthIfAdded
+  // with a cap up to `cap` reads its neighbours' instead of walking the
+  // chains (the search asks it for every move it weighs; a plan change
+  // updates only the ops whose counts change).
+  void TrackChains(int32_t cap);
 
  private:
   void ComputeIntervals(TensorIndex t, Interval& original,
@@ -112,6 +118,18 @@ class RecomputeState {
   // Ops on the longest chain of set ops through q toward its producers
   // (or its readers), q included, capped at cap + 1.
   int32_t LongestChain(OpIndex q, int32_t cap, bool toward_producers) const;
+  // Calls visit(y) for the ops a chain links to x: the producers of its
+  // inputs (toward_producers) or the readers of its outputs, through the
+  // tensors a clone remakes (the others are read from the original run).
+  template <typename Visit>
+  void ForEachChainNeighbor(OpIndex x, bool toward_producers,
+                            const Visit& visit) const;
+  // TrackChains: x's count in one direction from its neighbours' (0 outside
+  // the plan), and the update of the counts after InPlan changed on the ops
+  // in chain_dirty_ (made when a depth is asked, so that the search's many
+  // changes between two questions are counted once).
+  int32_t TrackedChain(OpIndex x, bool toward_producers) const;
+  void UpdateChains() const;
 
   const RecomputeProblem& problem_;
   const Graph& graph_;
@@ -141,6 +159,13 @@ class RecomputeState {
   // LongestChain's walk, kept between calls so that it allocates once.
   mutable std::vector<OpIndex> walk_frontier_, walk_next_, walk_reached_;
   mutable std::vector<int32_t> uses_;
+  // TrackChains (0: off): per op, the longest chain of plan ops ending at it
+  // from its producers' side, and from its readers' side.
+  int32_t chain_cap_ = 0;
+  mutable std::vector<int32_t> chain_up_, chain_down_;
+  mutable std::vector<uint32_t> chain_mark_;
+  mutable uint32_t chain_stamp_ = 0;
+  mutable std::vector<OpIndex> chain_heap_, chain_dirty_;
   std::vector<Interval> clones_scratch_;
   std::vector<OpIndex> pending_scratch_, changed_scratch_, points_scratch_;
   std::vector<int64_t> slot_scratch_;  // Assign's per-slot sums
