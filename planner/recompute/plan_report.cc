@@ -227,10 +227,12 @@ absl::StatusOr<RecomputePlan> BuildPlanFromSchedule(
     if (!schedule[step].recompute) step_of_original[schedule[step].op] = step;
   }
 
+  // Per region, cleared after it (a region's size, not the graph's: a plan
+  // may have tens of thousands of regions).
+  std::vector<uint8_t> made_here(graph.num_tensors(), 0);
+  std::vector<uint8_t> listed(graph.num_tensors(), 0);
   for (const std::vector<int32_t>& steps : RegionSteps(graph, schedule)) {
     RecomputeRegionReport region;
-    std::vector<uint8_t> made_here(graph.num_tensors(), 0);
-    std::vector<uint8_t> listed(graph.num_tensors(), 0);
     for (int32_t step : steps) {
       const Op& op = graph.op(schedule[step].op);
       region.ops.push_back(schedule[step].op);
@@ -285,6 +287,11 @@ absl::StatusOr<RecomputePlan> BuildPlanFromSchedule(
             : absl::StrCat(" (", NameList(graph, region.freed_tensors, false),
                            ")"),
         HumanBytes(region.bytes_saved_at_peak));
+    for (TensorIndex t : region.source_tensors) listed[t] = 0;
+    for (int32_t step : steps) {
+      for (TensorIndex t : graph.op(schedule[step].op).outputs)
+        made_here[t] = 0;
+    }
     plan.regions.push_back(std::move(region));
   }
   plan.schedule = std::move(schedule);

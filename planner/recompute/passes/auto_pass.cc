@@ -50,21 +50,24 @@ Evaluated SelectBest(const RecomputeProblem& problem,
                      double cost_budget, bool by_stash, bool& bound_hit) {
   std::optional<Evaluated> best;
   std::optional<int64_t> plain_peak;
+  // Kept across candidates: one list per op, allocated once.
+  std::vector<std::vector<OpIndex>> points;
   auto consider = [&](const RecomputeChoice& plan) {
     // One pass over the graph for both the depth and the schedule.
-    const std::vector<std::vector<OpIndex>> points = ClonePoints(problem, plan);
+    ClonePointsInto(problem, plan.recompute, plan.splits, points);
     if (ChainDepthOfClonePoints(problem, points) > depth) {
       bound_hit = true;
       return;
     }
     Evaluated e;
     e.schedule = ScheduleFromClonePoints(problem, points);
+    e.cost = RecomputeCost(problem.op_costs, e.schedule);
+    // Over the budget needs no replay (the seeds often are).
+    if (!memory_limit.has_value() && e.cost > cost_budget) return;
     absl::StatusOr<SimulationResult> replay =
         ReplaySchedule(problem.graph, e.schedule, problem.memory);
     if (!replay.ok()) return;  // cannot happen for a recompute choice
     e.peak = replay->peak_bytes;
-    e.cost = RecomputeCost(problem.op_costs, e.schedule);
-    if (!memory_limit.has_value() && e.cost > cost_budget) return;
     if (!plain_peak.has_value()) plain_peak = e.peak;  // the first: plain
     if (by_stash) {
       if (e.peak > *plain_peak) return;

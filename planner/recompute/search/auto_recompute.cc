@@ -17,26 +17,39 @@ constexpr double kTighterTargets[] = {0.97, 0.94};
 
 // Assigns `plan` without its most expensive ops, so that its cost fits
 // `budget`: keeps the cheapest ops whose clone costs add up to the budget,
-// then drops more one by one if chains made it dearer.
+// then drops more one by one if chains made it dearer. The plan's clones
+// and cost come from its clone points alone (`points`: scratch), so that the
+// state is rebuilt once, for what is kept.
 void AssignWithinBudget(const RecomputeProblem& problem,
                         const RecomputeChoice& plan, double budget,
-                        RecomputeState& state) {
-  state.Assign(plan);
-  if (state.cost() <= budget) return;
+                        RecomputeState& state,
+                        std::vector<std::vector<OpIndex>>& points) {
+  ClonePointsInto(problem, plan.recompute, plan.splits, points);
+  // Summed as RecomputeState::Assign sums it.
+  double cost = 0;
+  for (OpIndex o = 0; o < problem.num_ops(); ++o) {
+    for (size_t k = 0; k < points[o].size(); ++k) cost += problem.op_costs[o];
+  }
+  if (cost <= budget) {
+    state.Assign(plan);
+    return;
+  }
   std::vector<OpIndex> ops;
   for (OpIndex o = 0; o < problem.num_ops(); ++o) {
-    if (state.Contains(o) && !state.clone_points(o).empty()) ops.push_back(o);
+    if (plan.recompute[o] && problem.can_clone[o] && !points[o].empty()) {
+      ops.push_back(o);
+    }
   }
   std::stable_sort(ops.begin(), ops.end(), [&](OpIndex a, OpIndex b) {
-    return problem.op_costs[a] * state.clone_points(a).size() <
-           problem.op_costs[b] * state.clone_points(b).size();
+    return problem.op_costs[a] * points[a].size() <
+           problem.op_costs[b] * points[b].size();
   });
   RecomputeChoice kept{RecomputeSet(problem.num_ops(), 0), plan.splits};
-  double cost = 0;
+  double kept_cost = 0;
   for (OpIndex op : ops) {
-    const double op_cost = problem.op_costs[op] * state.clone_points(op).size();
-    if (cost + op_cost > budget) break;
-    cost += op_cost;
+    const double op_cost = problem.op_costs[op] * points[op].size();
+    if (kept_cost + op_cost > budget) break;
+    kept_cost += op_cost;
     kept.recompute[op] = 1;
   }
   state.Assign(kept);
@@ -64,6 +77,7 @@ absl::StatusOr<std::vector<RecomputeChoice>> AutoRecompute::Run(
     state.TrackStash(options_.first_backward_op);
   }
   std::vector<RecomputeChoice> candidates;
+  std::vector<std::vector<OpIndex>> points;  // AssignWithinBudget's scratch
   std::vector<RecomputeChoice> starts = {
       RecomputeChoice{RecomputeSet(problem.num_ops(), 0), {}}};
   for (const RecomputeChoice& seed : options_.seeds) {
@@ -110,7 +124,7 @@ absl::StatusOr<std::vector<RecomputeChoice>> AutoRecompute::Run(
     goal.budget = options_.max_overhead_ratio * problem.baseline_cost;
     int64_t plain_peak = 0;
     for (const RecomputeChoice& start : starts) {
-      AssignWithinBudget(problem, start, goal.budget, state);
+      AssignWithinBudget(problem, start, goal.budget, state, points);
       if (&start == &starts.front()) plain_peak = state.Peak();  // empty plan
       // Descent: greedy within the budget back to its lowest peak, clean up
       // at that peak to free budget, and go again while the peak improves.
@@ -131,7 +145,7 @@ absl::StatusOr<std::vector<RecomputeChoice>> AutoRecompute::Run(
       search.Greedy(stash_goal);
       search.RewindToBest();
       candidates.push_back(state.plan());
-      AssignWithinBudget(problem, start, goal.budget, state);
+      AssignWithinBudget(problem, start, goal.budget, state, points);
       const bool above_plain = state.Peak() > plain_peak;
       search.Greedy(stash_goal);
       search.RewindToBest();
@@ -141,7 +155,7 @@ absl::StatusOr<std::vector<RecomputeChoice>> AutoRecompute::Run(
       // lowers the stash by raising the peak: repair the start first, then
       // spend the budget the repair freed.
       if (!above_plain) continue;
-      AssignWithinBudget(problem, start, goal.budget, state);
+      AssignWithinBudget(problem, start, goal.budget, state, points);
       if (!RepairPeak(plain_peak, state)) continue;
       search.Greedy(stash_goal);
       search.RewindToBest();
