@@ -24,11 +24,7 @@ import servers
 import echo_torch
 
 MIB = 2**20
-PAPER = {
-    "gpt": lambda: models.GPT(models.TRANSFORMER_PAPER),
-    "transformer": lambda: models.TransformerEncoder(models.TRANSFORMER_PAPER),
-    "nmt": lambda: models.NMT(models.NMT_PAPER),
-}
+PAPER = ("gpt", "transformer", "nmt")
 
 
 def main():
@@ -42,7 +38,7 @@ def main():
     with servers.Echod() as echod:
         for name in args.models:
             torch.manual_seed(0)
-            model = PAPER[name]()
+            model = models.build_paper(name)
             inputs = models.example_inputs(model)
             started = time.perf_counter()
             eager = harness.eager(model, inputs)

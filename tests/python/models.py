@@ -386,6 +386,23 @@ def build(name: str) -> nn.Module:
     raise ValueError(f"unknown model {name!r}")
 
 
+def build_paper(name: str) -> nn.Module:
+    """The suite model `name` at the paper's sizes (the GPT at the
+    Transformer's; ResNet-50 at ImageNet's 224x224, 1,000 classes, batch 32,
+    the usual settings: the paper's batch is not in this repository)."""
+    torch.manual_seed(0)
+    builders = {
+        "nmt": lambda: NMT(NMT_PAPER),
+        "deepspeech2": lambda: DeepSpeech2(DS2_PAPER),
+        "transformer": lambda: TransformerEncoder(TRANSFORMER_PAPER),
+        "resnet50": lambda: ResNet50(batch=32, image=224, classes=1000),
+        "gpt": lambda: GPT(TRANSFORMER_PAPER),
+    }
+    if name not in builders:
+        raise ValueError(f"no paper size for model {name!r}")
+    return builders[name]()
+
+
 MODEL_NAMES = ("nmt", "deepspeech2", "transformer", "resnet50", "gpt")
 # Graphs kept in tests/data/graphs/ besides MODEL_NAMES' (export_graphs.py).
 FIXTURE_NAMES = MODEL_NAMES + ("hf_gpt2",)

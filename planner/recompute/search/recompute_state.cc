@@ -32,6 +32,8 @@ void RecomputeState::Assign(const RecomputeChoice& plan) {
     splits_ = plan.splits;
   }
   splits_.resize(n);
+  in_plan_.resize(n);
+  for (OpIndex o = 0; o < n; ++o) SyncInPlan(o);
   ClonePointsInto(problem_, recompute_, splits_, clone_points_);
   cost_ = 0;
   clone_workspace_.clear();
@@ -244,6 +246,7 @@ void RecomputeState::Set(OpIndex op, bool in_set) {
   if (in_set && !problem_.can_clone[op]) return;
   const bool was_in_plan = InPlan(op);
   recompute_[op] = in_set;
+  SyncInPlan(op);
   Update(op);
   if (chain_cap_ > 0 && InPlan(op) != was_in_plan) chain_dirty_.push_back(op);
 }
@@ -255,6 +258,7 @@ void RecomputeState::AddSplit(OpIndex op, OpIndex point) {
   if (it != splits.end() && *it == point) return;
   const bool was_in_plan = InPlan(op);
   splits.insert(it, point);
+  SyncInPlan(op);
   Update(op);
   if (chain_cap_ > 0 && !was_in_plan) chain_dirty_.push_back(op);
 }
@@ -264,6 +268,7 @@ void RecomputeState::RemoveSplit(OpIndex op, OpIndex point) {
   auto it = std::lower_bound(splits.begin(), splits.end(), point);
   if (it == splits.end() || *it != point) return;
   splits.erase(it);
+  SyncInPlan(op);
   Update(op);
   if (chain_cap_ > 0 && !InPlan(op)) chain_dirty_.push_back(op);
 }

@@ -53,9 +53,7 @@ class RecomputeState {
 
   bool Contains(OpIndex op) const { return recompute_[op] != 0; }
   // In the set, or cloned at splits.
-  bool InPlan(OpIndex op) const {
-    return recompute_[op] != 0 || !splits_[op].empty();
-  }
+  bool InPlan(OpIndex op) const { return in_plan_[op] != 0; }
   const RecomputeSet& recompute() const { return recompute_; }
   const std::vector<OpIndex>& clone_points(OpIndex op) const {
     return clone_points_[op];
@@ -136,6 +134,11 @@ class RecomputeState {
   int32_t end_slot_;
   RecomputeSet recompute_;
   std::vector<std::vector<OpIndex>> splits_;
+  // InPlan per op, packed: the chain counts read it for every neighbour.
+  std::vector<uint8_t> in_plan_;
+  void SyncInPlan(OpIndex op) {
+    in_plan_[op] = recompute_[op] != 0 || !splits_[op].empty();
+  }
   std::vector<std::vector<OpIndex>> clone_points_;
   std::vector<Interval> original_;
   std::vector<std::vector<Interval>> clones_;
