@@ -67,6 +67,36 @@ void ExpectMatchesReplay(const RecomputeProblem& problem,
   }
 }
 
+// One random change, made alike on every state (which hold the same plan):
+// every third move toggles a split at a random need point of a random
+// eligible op (also outside the set: its original then serves the uses
+// before it), the others toggle the op in the set. False when the op has
+// no need point.
+bool RandomChange(int move, const std::vector<OpIndex>& eligible,
+                  std::mt19937& rng,
+                  const std::vector<RecomputeState*>& states) {
+  const RecomputeState& first = *states.front();
+  const OpIndex o = eligible[rng() % eligible.size()];
+  if (move % 3 != 2) {
+    const bool in_set = !first.Contains(o);
+    for (RecomputeState* state : states) state->Set(o, in_set);
+    return true;
+  }
+  const std::vector<OpIndex> needs = first.NeedPoints(o);
+  if (needs.empty()) return false;
+  const OpIndex point = needs[rng() % needs.size()];
+  const std::vector<OpIndex>& splits = first.splits(o);
+  const bool remove = std::binary_search(splits.begin(), splits.end(), point);
+  for (RecomputeState* state : states) {
+    if (remove) {
+      state->RemoveSplit(o, point);
+    } else {
+      state->AddSplit(o, point);
+    }
+  }
+  return true;
+}
+
 TEST(RecomputeStateTest, IncrementalModelMatchesReplayOnRandomGraphs) {
   int32_t states_with_split_clones = 0;
   int32_t states_with_late_clones = 0;
@@ -88,22 +118,7 @@ TEST(RecomputeStateTest, IncrementalModelMatchesReplayOnRandomGraphs) {
     }
     if (eligible.empty()) continue;
     for (int move = 0; move < 40; ++move) {
-      const OpIndex o = eligible[rng() % eligible.size()];
-      if (move % 3 == 2) {
-        // Toggle a split at a random need point (also on ops outside the
-        // set: their original then serves the uses before it).
-        const std::vector<OpIndex> needs = state.NeedPoints(o);
-        if (needs.empty()) continue;
-        const OpIndex point = needs[rng() % needs.size()];
-        const std::vector<OpIndex>& splits = state.splits(o);
-        if (std::binary_search(splits.begin(), splits.end(), point)) {
-          state.RemoveSplit(o, point);
-        } else {
-          state.AddSplit(o, point);
-        }
-      } else {
-        state.Set(o, !state.Contains(o));
-      }
+      if (!RandomChange(move, eligible, rng, {&state})) continue;
       ExpectMatchesReplay(problem, state);
       if (::testing::Test::HasFailure()) return;
       for (OpIndex x = 0; x < problem.num_ops(); ++x) {
@@ -149,26 +164,11 @@ TEST(RecomputeStateTest, TrackedChainDepthsEqualTheWalks) {
       }
       if (eligible.empty()) continue;
       for (int move = 0; move < 60; ++move) {
-        const OpIndex o = eligible[rng() % eligible.size()];
         if (move % 20 == 19) {
           const RecomputeChoice plan = walked.plan();
           tracked.Assign(plan);
-        } else if (move % 3 == 2) {
-          const std::vector<OpIndex> needs = walked.NeedPoints(o);
-          if (needs.empty()) continue;
-          const OpIndex point = needs[rng() % needs.size()];
-          const std::vector<OpIndex>& splits = walked.splits(o);
-          if (std::binary_search(splits.begin(), splits.end(), point)) {
-            walked.RemoveSplit(o, point);
-            tracked.RemoveSplit(o, point);
-          } else {
-            walked.AddSplit(o, point);
-            tracked.AddSplit(o, point);
-          }
-        } else {
-          const bool in_set = !walked.Contains(o);
-          walked.Set(o, in_set);
-          tracked.Set(o, in_set);
+        } else if (!RandomChange(move, eligible, rng, {&walked, &tracked})) {
+          continue;
         }
         for (int32_t cap = 1; cap <= std::min(tracked_cap, 6); ++cap) {
           for (OpIndex x = 0; x < problem.num_ops(); ++x) {
