@@ -25,9 +25,16 @@ void MaxSegmentTree::Assign(const std::vector<int64_t>& values) {
   }
 }
 
-void MaxSegmentTree::Pull(int32_t node) {
-  for (node /= 2; node >= 1; node /= 2) {
-    max_[node] = std::max(max_[2 * node], max_[2 * node + 1]) + pending_[node];
+void MaxSegmentTree::Pull(int32_t first, int32_t last) {
+  // Both leaves' ancestors, level by level: above the paths' meeting point
+  // each node is recomputed once.
+  for (first /= 2, last /= 2; first >= 1; first /= 2, last /= 2) {
+    max_[first] =
+        std::max(max_[2 * first], max_[2 * first + 1]) + pending_[first];
+    if (last != first) {
+      max_[last] =
+          std::max(max_[2 * last], max_[2 * last + 1]) + pending_[last];
+    }
   }
 }
 
@@ -51,8 +58,7 @@ void MaxSegmentTree::Add(int32_t lo, int32_t hi, int64_t delta) {
     left /= 2;
     right /= 2;
   }
-  Pull(first);
-  Pull(last);
+  Pull(first, last);
 }
 
 int32_t MaxSegmentTree::ArgMax() const {

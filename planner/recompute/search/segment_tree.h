@@ -27,7 +27,8 @@ class MaxSegmentTree {
   int64_t Value(int32_t position) const;
 
  private:
-  void Pull(int32_t node);
+  // Recomputes the ancestors of two leaves (node indices, first <= last).
+  void Pull(int32_t first, int32_t last);
   int64_t RangeMax(int32_t node, int32_t node_lo, int32_t node_hi, int32_t lo,
                    int32_t hi) const;
 
