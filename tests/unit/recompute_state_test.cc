@@ -142,7 +142,10 @@ TEST(RecomputeStateTest, IncrementalModelMatchesReplayOnRandomGraphs) {
 }
 
 // The chain counts TrackChains keeps answer ChainDepthIfAdded as the walks
-// do, under every kind of plan change, for caps below and at the tracked one.
+// do, for caps below and at the tracked one, after every kind of plan
+// change: several between two questions (the counts are brought up to date
+// when a depth is asked), an op taken out and put back, and Assign of
+// another plan.
 TEST(RecomputeStateTest, TrackedChainDepthsEqualTheWalks) {
   int32_t capped_answers = 0;
   for (const int32_t tracked_cap : {2, 4, 64}) {
@@ -157,24 +160,48 @@ TEST(RecomputeStateTest, TrackedChainDepthsEqualTheWalks) {
       RecomputeState walked(problem);
       RecomputeState tracked(problem);
       tracked.TrackChains(tracked_cap);
+      RecomputeState scratch(problem);
       std::mt19937 rng(seed);
       std::vector<OpIndex> eligible;
       for (OpIndex o = 0; o < problem.num_ops(); ++o) {
         if (problem.eligible[o]) eligible.push_back(o);
       }
       if (eligible.empty()) continue;
-      for (int move = 0; move < 60; ++move) {
-        if (move % 20 == 19) {
-          const RecomputeChoice plan = walked.plan();
-          tracked.Assign(plan);
-        } else if (!RandomChange(move, eligible, rng, {&walked, &tracked})) {
-          continue;
+      int changes = 0;
+      for (int question = 0; question < 60; ++question) {
+        if (question % 20 == 19) {
+          // Another plan: a few changes away from this one.
+          scratch.Assign(walked.plan());
+          for (int k = 0; k < 4; ++k) {
+            RandomChange(changes++, eligible, rng, {&scratch});
+          }
+          walked.Assign(scratch.plan());
+          tracked.Assign(scratch.plan());
+        } else {
+          const int count = 1 + static_cast<int>(rng() % 3);
+          for (int k = 0; k < count; ++k) {
+            RandomChange(changes++, eligible, rng, {&walked, &tracked});
+          }
+          if (question % 5 == 2) {
+            // Out and back between two questions.
+            const OpIndex o = eligible[rng() % eligible.size()];
+            for (int k = 0; k < 2; ++k) {
+              const bool in_set = !walked.Contains(o);
+              walked.Set(o, in_set);
+              tracked.Set(o, in_set);
+            }
+          }
         }
+        std::vector<int32_t> caps;
         for (int32_t cap = 1; cap <= std::min(tracked_cap, 6); ++cap) {
+          caps.push_back(cap);
+        }
+        if (tracked_cap > 6) caps.push_back(tracked_cap);
+        for (int32_t cap : caps) {
           for (OpIndex x = 0; x < problem.num_ops(); ++x) {
             const int32_t depth = walked.ChainDepthIfAdded(x, cap);
             ASSERT_EQ(tracked.ChainDepthIfAdded(x, cap), depth)
-                << "op " << x << " cap " << cap << " move " << move;
+                << "op " << x << " cap " << cap << " question " << question;
             capped_answers += depth == cap + 1 && cap > 1;
           }
         }
