@@ -152,6 +152,7 @@ v1::TensorRole RoleToProto(planner::TensorRole role) {
 absl::StatusOr<planner::Graph> GraphFromProto(const v1::Graph& proto) {
   planner::GraphBuilder builder(proto.name());
   builder.SetBatchSize(proto.batch_size());
+  builder.Reserve(proto.tensors_size(), proto.ops_size());
   for (const auto& [key, value] : proto.metadata()) {
     builder.SetMetadata(key, value);
   }

@@ -1,7 +1,10 @@
 #include "adapter/graph_file.h"
 
+#include <cstdint>
+#include <filesystem>
 #include <fstream>
-#include <sstream>
+#include <iterator>
+#include <system_error>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
@@ -128,9 +131,26 @@ absl::StatusOr<v1::Graph> LoadGraphFile(const std::string& path,
                                         int64_t checkmate_batch_size) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return ParseGraph(buffer.str(), format, path, checkmate_batch_size);
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, " is a directory, not a graph file"));
+  }
+  // A regular file in one read into a string of its size: through a
+  // stringstream, a 22 MB graph was copied twice (~45 ms in echoctl). Other
+  // files (a pipe) are read as a stream.
+  std::string content;
+  const std::uintmax_t size = std::filesystem::file_size(path, error);
+  if (!error) {
+    content.resize(size);
+    in.read(content.data(), static_cast<std::streamsize>(size));
+    content.resize(static_cast<size_t>(in.gcount()));
+  } else {
+    content.assign(std::istreambuf_iterator<char>(in),
+                   std::istreambuf_iterator<char>());
+  }
+  if (in.bad()) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  return ParseGraph(content, format, path, checkmate_batch_size);
 }
 
 }  // namespace echo::adapter

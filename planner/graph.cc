@@ -126,6 +126,25 @@ std::string OpDisplayName(const Op& op) {
   return name;
 }
 
+Graph::Graph(const Graph& other)
+    : name_(other.name_),
+      batch_size_(other.batch_size_),
+      tensors_(other.tensors_),
+      ops_(other.ops_),
+      metadata_(other.metadata_) {
+  tensor_index_.reserve(tensors_.size());
+  for (TensorIndex t = 0; t < num_tensors(); ++t) {
+    tensor_index_.emplace(tensors_[t].id, t);
+  }
+  op_index_.reserve(ops_.size());
+  for (OpIndex o = 0; o < num_ops(); ++o) op_index_.emplace(ops_[o].id, o);
+}
+
+Graph& Graph::operator=(const Graph& other) {
+  if (this != &other) *this = Graph(other);
+  return *this;
+}
+
 TensorIndex Graph::FindTensor(absl::string_view id) const {
   auto it = tensor_index_.find(id);
   return it == tensor_index_.end() ? -1 : it->second;
@@ -148,10 +167,11 @@ absl::Status OpError(const std::string& id, absl::string_view what) {
 
 // Bytes of a tensor from its shape and dtype, rejecting negative dims and
 // int64 overflow.
-absl::StatusOr<int64_t> SizeFromShape(const TensorSpec& spec) {
+absl::StatusOr<int64_t> SizeFromShape(const std::string& id,
+                                      const TensorSpec& spec) {
   const int64_t element_size = DTypeSize(spec.dtype);
   if (element_size == 0) {
-    return TensorError(spec.id,
+    return TensorError(id,
                        "has neither size_bytes nor a dtype to size its shape");
   }
   int64_t bytes = element_size;
@@ -159,12 +179,11 @@ absl::StatusOr<int64_t> SizeFromShape(const TensorSpec& spec) {
     const int64_t dim = spec.shape[i];
     if (dim < 0) {
       return TensorError(
-          spec.id,
-          absl::StrCat("negative dimension ", dim, " at axis ", i,
-                       " of shape [", absl::StrJoin(spec.shape, ","), "]"));
+          id, absl::StrCat("negative dimension ", dim, " at axis ", i,
+                           " of shape [", absl::StrJoin(spec.shape, ","), "]"));
     }
     if (dim != 0 && bytes > std::numeric_limits<int64_t>::max() / dim) {
-      return TensorError(spec.id,
+      return TensorError(id,
                          absl::StrCat("shape [", absl::StrJoin(spec.shape, ","),
                                       "] overflows int64 bytes"));
     }
@@ -174,20 +193,20 @@ absl::StatusOr<int64_t> SizeFromShape(const TensorSpec& spec) {
 }
 
 // A tensor's batch_dim against the graph's batch_size (graph.proto).
-absl::Status CheckBatchDim(const TensorSpec& spec, int64_t batch_size) {
+absl::Status CheckBatchDim(const std::string& id, const TensorSpec& spec,
+                           int64_t batch_size) {
   if (spec.batch_dim == -1) return absl::OkStatus();
   if (spec.batch_dim < -1) {
-    return TensorError(spec.id,
+    return TensorError(id,
                        absl::StrCat("batch_dim ", spec.batch_dim,
                                     " is negative (-1 or absent: no batch)"));
   }
   if (batch_size == 0) {
-    return TensorError(spec.id,
-                       absl::StrCat("marks batch_dim ", spec.batch_dim,
-                                    " but the graph has no batch_size"));
+    return TensorError(id, absl::StrCat("marks batch_dim ", spec.batch_dim,
+                                        " but the graph has no batch_size"));
   }
   if (IsPersistentRole(spec.role) && spec.role_set) {
-    return TensorError(spec.id,
+    return TensorError(id,
                        absl::StrCat("is a ", TensorRoleName(spec.role),
                                     " and marks batch_dim ", spec.batch_dim,
                                     "; parameters and optimizer state do not "
@@ -196,26 +215,25 @@ absl::Status CheckBatchDim(const TensorSpec& spec, int64_t batch_size) {
   if (spec.shape.empty()) {
     if (spec.batch_dim != 0) {
       return TensorError(
-          spec.id, absl::StrCat("has no shape; its batch_dim must be 0 (size "
-                                "proportional to the batch), got ",
-                                spec.batch_dim));
+          id, absl::StrCat("has no shape; its batch_dim must be 0 (size "
+                           "proportional to the batch), got ",
+                           spec.batch_dim));
     }
     return absl::OkStatus();
   }
   if (static_cast<size_t>(spec.batch_dim) >= spec.shape.size()) {
-    return TensorError(
-        spec.id,
-        absl::StrCat("batch_dim ", spec.batch_dim, " is outside its shape [",
-                     absl::StrJoin(spec.shape, ","), "]"));
+    return TensorError(id, absl::StrCat("batch_dim ", spec.batch_dim,
+                                        " is outside its shape [",
+                                        absl::StrJoin(spec.shape, ","), "]"));
   }
   // The batch alone, or folded with other axes (a flattened [batch*seq, d]).
   const int64_t dim = spec.shape[spec.batch_dim];
   if (dim <= 0 || dim % batch_size != 0) {
     return TensorError(
-        spec.id, absl::StrCat("batch_dim ", spec.batch_dim, " of shape [",
-                              absl::StrJoin(spec.shape, ","), "] is ", dim,
-                              ", not a multiple of the graph's batch_size ",
-                              batch_size));
+        id, absl::StrCat("batch_dim ", spec.batch_dim, " of shape [",
+                         absl::StrJoin(spec.shape, ","), "] is ", dim,
+                         ", not a multiple of the graph's batch_size ",
+                         batch_size));
   }
   return absl::OkStatus();
 }
@@ -248,27 +266,29 @@ absl::StatusOr<Graph> GraphBuilder::Build() && {
           absl::StrCat("tensor #", graph.tensors_.size(), " has an empty id"));
     }
     const TensorIndex index = static_cast<TensorIndex>(graph.tensors_.size());
-    if (!graph.tensor_index_.emplace(spec.id, index).second) {
-      return TensorError(spec.id, "duplicate tensor id");
+    // In place first (tensors_ is reserved: it never moves), so that the
+    // index can view its id.
+    Tensor& tensor = graph.tensors_.emplace_back();
+    tensor.id = std::move(spec.id);
+    if (!graph.tensor_index_.emplace(tensor.id, index).second) {
+      return TensorError(tensor.id, "duplicate tensor id");
     }
     for (size_t i = 0; i < spec.shape.size(); ++i) {
       if (spec.shape[i] < 0) {
         return TensorError(
-            spec.id,
+            tensor.id,
             absl::StrCat("negative dimension ", spec.shape[i], " at axis ", i));
       }
     }
-    RETURN_IF_ERROR(CheckBatchDim(spec, batch_size_));
+    RETURN_IF_ERROR(CheckBatchDim(tensor.id, spec, batch_size_));
     int64_t size_bytes = spec.size_bytes;
     if (size_bytes < 0) {
       if (spec.size_bytes != -1) {
         return TensorError(
-            spec.id, absl::StrCat("negative size_bytes ", spec.size_bytes));
+            tensor.id, absl::StrCat("negative size_bytes ", spec.size_bytes));
       }
-      ASSIGN_OR_RETURN(size_bytes, SizeFromShape(spec));
+      ASSIGN_OR_RETURN(size_bytes, SizeFromShape(tensor.id, spec));
     }
-    Tensor tensor;
-    tensor.id = std::move(spec.id);
     tensor.name = std::move(spec.name);
     tensor.shape = std::move(spec.shape);
     tensor.dtype = spec.dtype;
@@ -277,7 +297,6 @@ absl::StatusOr<Graph> GraphBuilder::Build() && {
     tensor.is_output = spec.is_output;
     tensor.batch_dim = spec.batch_dim;
     role_set.push_back(spec.role_set);
-    graph.tensors_.push_back(std::move(tensor));
   }
 
   graph.ops_.reserve(ops_.size());
@@ -292,27 +311,30 @@ absl::StatusOr<Graph> GraphBuilder::Build() && {
           absl::StrCat("op #", graph.ops_.size(), " has an empty id"));
     }
     const OpIndex index = static_cast<OpIndex>(graph.ops_.size());
-    if (!graph.op_index_.emplace(spec.id, index).second) {
-      return OpError(spec.id, "duplicate op id");
+    // In place first (ops_ is reserved), so that the index can view its id.
+    Op& op = graph.ops_.emplace_back();
+    op.id = std::move(spec.id);
+    if (!graph.op_index_.emplace(op.id, index).second) {
+      return OpError(op.id, "duplicate op id");
     }
     if (spec.workspace_bytes < 0 ||
         spec.workspace_bytes > std::numeric_limits<int64_t>::max() / 4) {
-      return OpError(spec.id, absl::StrCat("workspace_bytes out of range: ",
-                                           spec.workspace_bytes));
+      return OpError(op.id, absl::StrCat("workspace_bytes out of range: ",
+                                         spec.workspace_bytes));
     }
     for (double value :
          {spec.flops, spec.measured_time_seconds, spec.relative_cost}) {
       if (!(value >= 0 || value == -1)) {
-        return OpError(spec.id,
+        return OpError(op.id,
                        "flops, measured time and relative cost must be >= 0");
       }
     }
-    Op op;
     op.inputs.reserve(spec.input_ids.size());
+    op.distinct_inputs.reserve(spec.input_ids.size());
     for (const std::string& input_id : spec.input_ids) {
       const TensorIndex t = graph.FindTensor(input_id);
       if (t < 0) {
-        return OpError(spec.id,
+        return OpError(op.id,
                        absl::StrCat("reads unknown tensor '", input_id, "'"));
       }
       op.inputs.push_back(t);
@@ -325,24 +347,23 @@ absl::StatusOr<Graph> GraphBuilder::Build() && {
     for (const std::string& output_id : spec.output_ids) {
       const TensorIndex t = graph.FindTensor(output_id);
       if (t < 0) {
-        return OpError(spec.id,
+        return OpError(op.id,
                        absl::StrCat("writes unknown tensor '", output_id, "'"));
       }
       Tensor& tensor = graph.tensors_[t];
-      // Checked apart: this op is not in ops_ yet, so the message below
-      // would read past its end.
+      // Checked apart: the message below would name this op twice.
       if (tensor.producer == index) {
-        return OpError(spec.id,
+        return OpError(op.id,
                        absl::StrCat("writes tensor '", output_id, "' twice"));
       }
       if (tensor.producer != kNoOp) {
         return TensorError(output_id,
                            absl::StrCat("produced twice, by op '",
                                         graph.ops_[tensor.producer].id,
-                                        "' and op '", spec.id, "'"));
+                                        "' and op '", op.id, "'"));
       }
       if (last_reader[t] == index) {
-        return OpError(spec.id,
+        return OpError(op.id,
                        absl::StrCat("reads and writes tensor '", output_id,
                                     "' (model in-place updates as a "
                                     "new tensor)"));
@@ -350,7 +371,6 @@ absl::StatusOr<Graph> GraphBuilder::Build() && {
       tensor.producer = index;
       op.outputs.push_back(t);
     }
-    op.id = std::move(spec.id);
     op.name = std::move(spec.name);
     op.op_type = std::move(spec.op_type);
     op.op_class = spec.op_class;
@@ -378,7 +398,6 @@ absl::StatusOr<Graph> GraphBuilder::Build() && {
       }
       op.recompute_outputs = count;
     }
-    graph.ops_.push_back(std::move(op));
   }
   for (const Op& op : graph.ops_) {
     for (int32_t i = 0; i < op.recompute_outputs; ++i) {
@@ -395,7 +414,15 @@ absl::StatusOr<Graph> GraphBuilder::Build() && {
   }
 
   // Readers, and the order check: an op may only read a tensor whose producer
-  // ran before it (inputs without a producer exist from the start).
+  // ran before it (inputs without a producer exist from the start). Counted
+  // first, so that each list is allocated once.
+  std::vector<int32_t> reader_count(graph.num_tensors(), 0);
+  for (const Op& op : graph.ops_) {
+    for (TensorIndex t : op.distinct_inputs) ++reader_count[t];
+  }
+  for (TensorIndex t = 0; t < graph.num_tensors(); ++t) {
+    graph.tensors_[t].readers.reserve(reader_count[t]);
+  }
   for (OpIndex o = 0; o < graph.num_ops(); ++o) {
     for (TensorIndex t : graph.DistinctInputs(o)) {
       Tensor& tensor = graph.tensors_[t];

@@ -139,6 +139,14 @@ std::string OpDisplayName(const Op& op);
 
 class Graph {
  public:
+  Graph() = default;
+  // The id indices view the graph's own ids: a copy indexes its copies, and
+  // a move keeps the ids where they are (the vectors' buffers move whole).
+  Graph(const Graph& other);
+  Graph& operator=(const Graph& other);
+  Graph(Graph&&) = default;
+  Graph& operator=(Graph&&) = default;
+
   const std::string& name() const { return name_; }
   const std::vector<Tensor>& tensors() const { return tensors_; }
   const std::vector<Op>& ops() const { return ops_; }
@@ -176,8 +184,9 @@ class Graph {
   std::vector<Tensor> tensors_;
   std::vector<Op> ops_;
   std::map<std::string, std::string> metadata_;
-  absl::flat_hash_map<std::string, TensorIndex> tensor_index_;
-  absl::flat_hash_map<std::string, OpIndex> op_index_;
+  // Keys view tensors_[i].id and ops_[i].id: no second copy of every id.
+  absl::flat_hash_map<absl::string_view, TensorIndex> tensor_index_;
+  absl::flat_hash_map<absl::string_view, OpIndex> op_index_;
 };
 
 // Declarations as the importers see them: ids, not indices.
@@ -228,6 +237,12 @@ class GraphBuilder {
   void SetName(std::string name) { name_ = std::move(name); }
   void AddTensor(TensorSpec spec) { tensors_.push_back(std::move(spec)); }
   void AddOp(OpSpec spec) { ops_.push_back(std::move(spec)); }
+  // Room for this many declarations, when the count is known up front (a
+  // 1M-op graph otherwise moves its specs ~20 times as they grow).
+  void Reserve(size_t tensors, size_t ops) {
+    tensors_.reserve(tensors);
+    ops_.reserve(ops);
+  }
   // 0: no batch dimension. Build checks every tensor's batch_dim against it.
   void SetBatchSize(int64_t batch_size) { batch_size_ = batch_size; }
   int64_t batch_size() const { return batch_size_; }

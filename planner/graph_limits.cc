@@ -9,29 +9,45 @@ namespace {
 
 constexpr size_t kShownIdBytes = 64;
 
-// "<what> is <size> bytes (limit <limit>)" when over, else OK.
-absl::Status CheckBytes(absl::string_view owner, absl::string_view what,
-                        size_t size, size_t limit) {
-  if (size <= limit) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      owner, ": ", what, " is ", size, " bytes (limit ", limit, ")"));
+// Who a limit is on, e.g. "op 'mm_3'", spelled out only for an error (the
+// checks run for every op and tensor of a 1M-op graph).
+struct Owner {
+  absl::string_view kind;
+  absl::string_view id;
+};
+
+std::string OwnerText(absl::string_view owner) { return std::string(owner); }
+std::string OwnerText(const Owner& owner) {
+  return absl::StrCat(owner.kind, " '", owner.id, "'");
 }
 
-absl::Status CheckCount(absl::string_view owner, absl::string_view what,
-                        size_t count, size_t limit) {
+// "<what> is <size> bytes (limit <limit>)" when over, else OK.
+template <typename O>
+absl::Status CheckBytes(const O& owner, absl::string_view what, size_t size,
+                        size_t limit) {
+  if (size <= limit) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(OwnerText(owner), ": ", what,
+                                                 " is ", size, " bytes (limit ",
+                                                 limit, ")"));
+}
+
+template <typename O>
+absl::Status CheckCount(const O& owner, absl::string_view what, size_t count,
+                        size_t limit) {
   if (count <= limit) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat(owner, ": ", count, " ", what, " (limit ", limit, ")"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      OwnerText(owner), ": ", count, " ", what, " (limit ", limit, ")"));
 }
 
 // The owner's id, or its position when the id itself is over the limit.
 absl::Status CheckId(absl::string_view kind, const std::string& id,
                      size_t index) {
+  if (id.size() <= kMaxIdBytes) return absl::OkStatus();
   return CheckBytes(absl::StrCat(kind, " #", index, " '", ShortId(id), "'"),
                     "its id", id.size(), kMaxIdBytes);
 }
 
-absl::Status CheckIdList(const std::string& owner, absl::string_view field,
+absl::Status CheckIdList(const Owner& owner, absl::string_view field,
                          const std::vector<std::string>& ids, size_t limit) {
   RETURN_IF_ERROR(CheckCount(owner, field, ids.size(), limit));
   for (size_t i = 0; i < ids.size(); ++i) {
@@ -43,7 +59,8 @@ absl::Status CheckIdList(const std::string& owner, absl::string_view field,
   return absl::OkStatus();
 }
 
-absl::Status CheckMap(const std::string& owner, absl::string_view field,
+template <typename O>
+absl::Status CheckMap(const O& owner, absl::string_view field,
                       const std::map<std::string, std::string>& entries,
                       size_t max_entries, size_t max_value_bytes) {
   RETURN_IF_ERROR(CheckCount(owner, field, entries.size(), max_entries));
@@ -69,7 +86,7 @@ std::string ShortId(const std::string& id) {
 
 absl::Status CheckTensorLimits(const TensorSpec& spec, size_t index) {
   RETURN_IF_ERROR(CheckId("tensor", spec.id, index));
-  const std::string owner = absl::StrCat("tensor '", spec.id, "'");
+  const Owner owner{"tensor", spec.id};
   RETURN_IF_ERROR(CheckBytes(owner, "name", spec.name.size(), kMaxTextBytes));
   return CheckCount(owner, "shape dimensions", spec.shape.size(),
                     kMaxShapeRank);
@@ -77,7 +94,7 @@ absl::Status CheckTensorLimits(const TensorSpec& spec, size_t index) {
 
 absl::Status CheckOpLimits(const OpSpec& spec, size_t index) {
   RETURN_IF_ERROR(CheckId("op", spec.id, index));
-  const std::string owner = absl::StrCat("op '", spec.id, "'");
+  const Owner owner{"op", spec.id};
   for (const auto& [field, text] :
        {std::pair<absl::string_view, const std::string*>{"name", &spec.name},
         {"op_type", &spec.op_type},

@@ -1,7 +1,10 @@
 // The adapter's graph conversions: importer declarations become the proto
 // without a Graph (the server validates once), and mean what the IR means;
 // a Graph back to the proto (GraphToProto) is the same graph again.
+#include <unistd.h>
+
 #include <string>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "adapter/graph_convert.h"
@@ -196,6 +199,45 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, GraphToProtoFixtureTest,
                                            "graphs/gpt.pb", "graphs/nmt.pb",
                                            "graphs/deepspeech2.pb",
                                            "checkmate/vgg16_b256_train.json"));
+
+// LoadGraphFile reads a regular file in one read and anything else as a
+// stream; a directory or a missing path says what it is.
+TEST(LoadGraphFileTest, ReadsFilesAndPipesAndNamesWhatItCannot) {
+  const std::string fixture =
+      absl::StrCat(ECHO_TEST_DATA_DIR, "/graphs/transformer.pb");
+  ASSERT_OK_AND_ASSIGN(const v1::Graph from_file,
+                       LoadGraphFile(fixture, GraphFormat::kBinary));
+  EXPECT_GT(from_file.ops_size(), 100);
+  int pipe_ends[2];
+  ASSERT_EQ(pipe(pipe_ends), 0);
+  const std::string bytes = from_file.SerializeAsString();
+  std::thread writer([&] {
+    for (size_t done = 0; done < bytes.size();) {
+      const ssize_t wrote =
+          write(pipe_ends[1], bytes.data() + done, bytes.size() - done);
+      if (wrote <= 0) break;
+      done += static_cast<size_t>(wrote);
+    }
+    close(pipe_ends[1]);
+  });
+  absl::StatusOr<v1::Graph> from_pipe = LoadGraphFile(
+      absl::StrCat("/proc/self/fd/", pipe_ends[0]), GraphFormat::kBinary);
+  writer.join();
+  close(pipe_ends[0]);
+  ASSERT_TRUE(from_pipe.ok()) << from_pipe.status();
+  // Field by field (maps serialize in any order); not printed.
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(*from_pipe,
+                                                                 from_file));
+
+  absl::StatusOr<v1::Graph> directory = LoadGraphFile(ECHO_TEST_DATA_DIR);
+  EXPECT_EQ(directory.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(directory.status().message()),
+              HasSubstr("is a directory, not a graph file"));
+  absl::StatusOr<v1::Graph> missing = LoadGraphFile("/nonexistent/graph.pb");
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(missing.status().message()),
+              HasSubstr("cannot open /nonexistent/graph.pb"));
+}
 
 TEST(GraphToProtoTest, KeepsWhatTheFixturesLeaveOut) {
   // Batch dimensions, a shapeless per-sample size, a partial re-execution,

@@ -2,6 +2,10 @@
 // names the offending op or tensor.
 #include "planner/graph.h"
 
+#include <optional>
+#include <string>
+
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "planner/text_format.h"
@@ -52,6 +56,55 @@ TEST(GraphTest, ParsesTextFormatAndResolvesIds) {
   EXPECT_EQ(bw.workspace_bytes, 64);
   EXPECT_FALSE(bw.recomputable);
   EXPECT_TRUE(graph.tensor(graph.FindTensor("g")).is_output);
+}
+
+// The id indices view the graph's own ids (graph.h): a copy must index its
+// copies, and a moved graph the ids it took. Short ids live inside each
+// Tensor (the small-string buffer), long ones on the heap; both kinds here.
+TEST(GraphTest, CopiesAndMovesFindTheirOwnIds) {
+  const std::string long_id = "a_tensor_id_far_longer_than_any_small_string";
+  const std::string text =
+      absl::StrCat("tensor x 16 input\n",  //
+                   "op f fwd elementwise x -> ", long_id, ":16\n",
+                   "op g_with_a_long_op_id_on_the_heap fwd elementwise ",
+                   long_id, " -> y:16\n");
+  std::optional<Graph> original = testing::ParseOrFail(text);
+  const auto expect_finds = [&](const Graph& graph) {
+    ASSERT_EQ(graph.FindTensor("x"), 0);
+    ASSERT_EQ(graph.FindTensor(long_id), 1);
+    ASSERT_EQ(graph.FindTensor("y"), 2);
+    EXPECT_EQ(graph.FindTensor("z"), -1);
+    EXPECT_EQ(graph.FindOp("f"), 0);
+    EXPECT_EQ(graph.FindOp("g_with_a_long_op_id_on_the_heap"), 1);
+    // Each key views this graph's own id, not a destroyed one's.
+    EXPECT_EQ(graph.tensor(graph.FindTensor(long_id)).id, long_id);
+  };
+  Graph copy = *original;
+  Graph assigned = testing::ParseOrFail("tensor a 4\nop b fwd other a -> c:4");
+  assigned = *original;
+  // From a graph of its own: moving from `original` would keep its ids
+  // alive in `moved`.
+  std::optional<Graph> to_move = testing::ParseOrFail(text);
+  Graph moved = std::move(*to_move);
+  to_move.reset();
+  // The ids the copies were made from are gone, and their memory is
+  // written over by blocks of the same sizes (glibc hands freed blocks of a
+  // size back first), so that a view of them reads other bytes (ASan also
+  // names any such read).
+  original.reset();
+  std::vector<std::string> scribbles(64, std::string(long_id.size(), '#'));
+  std::vector<std::vector<char>> blocks;
+  for (size_t bytes : {3 * sizeof(Tensor), 2 * sizeof(Op)}) {
+    for (int i = 0; i < 16; ++i) blocks.emplace_back(bytes, '#');
+  }
+  expect_finds(copy);
+  expect_finds(assigned);
+  expect_finds(moved);
+  Graph move_assigned =
+      testing::ParseOrFail("tensor a 4\nop b fwd other a -> c:4");
+  move_assigned = std::move(copy);
+  expect_finds(move_assigned);
+  EXPECT_EQ(move_assigned.FindTensor("a"), -1);
 }
 
 TEST(GraphTest, RandomAndCollectiveOpsAreNotRecomputableByDefault) {
