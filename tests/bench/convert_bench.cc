@@ -113,15 +113,15 @@ int Main(int argc, char** argv) {
   }
   for (int scale : {8, 80, 800}) {
     ModelGraph model = MakeLstmAttentionGraph(4, scale, 64, 1024);
-    failed += Row("lstm_attention T=" + std::to_string(scale),
-                  adapter::GraphToProto(model.graph).SerializeAsString(),
-                  repeats);
+    failed +=
+        Row("lstm_attention T=" + std::to_string(scale),
+            adapter::GraphToProto(model.graph).SerializeAsString(), repeats);
   }
   for (int scale : {28, 280, 2800}) {
     ModelGraph model = MakeTransformerGraph(scale, 8, 512, 1024, 16);
-    failed += Row("transformer L=" + std::to_string(scale),
-                  adapter::GraphToProto(model.graph).SerializeAsString(),
-                  repeats);
+    failed +=
+        Row("transformer L=" + std::to_string(scale),
+            adapter::GraphToProto(model.graph).SerializeAsString(), repeats);
   }
   return failed == 0 ? 0 : 1;
 }
