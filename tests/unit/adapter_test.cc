@@ -229,6 +229,13 @@ TEST(LoadGraphFileTest, ReadsFilesAndPipesAndNamesWhatItCannot) {
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(*from_pipe,
                                                                  from_file));
 
+  // A read that fails (address 0 of this process: EIO) is an error, not an
+  // exception out of the stream.
+  absl::StatusOr<v1::Graph> unreadable = LoadGraphFile("/proc/self/mem");
+  EXPECT_EQ(unreadable.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(unreadable.status().message()),
+              HasSubstr("cannot read /proc/self/mem"));
+
   absl::StatusOr<v1::Graph> directory = LoadGraphFile(ECHO_TEST_DATA_DIR);
   EXPECT_EQ(directory.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(directory.status().message()),
