@@ -94,8 +94,13 @@ absl::StatusOr<int64_t> CudaKernelTimer::FreeMemoryBytes() {
 
 absl::StatusOr<double> CudaKernelTimer::Timed(
     const std::function<absl::StatusOr<double>()>& time) {
-  absl::StatusOr<double> seconds = EnsureInitialized();
-  if (seconds.ok()) seconds = time();
+  // An OK Status must not construct a StatusOr (Abseil aborts on a GPU).
+  absl::Status initialized = EnsureInitialized();
+  if (!initialized.ok()) {
+    cudaGetLastError();
+    return initialized;
+  }
+  absl::StatusOr<double> seconds = time();
   if (!seconds.ok()) cudaGetLastError();
   return seconds;
 }
