@@ -23,6 +23,8 @@ check "every stage ran and exited 0" \
   bash -c "grep -c ': exit 0 in' '$work/out/summary.txt' | grep -qx '[2-9]'"
 check "the frontier tables are written" \
   bash -c "[ -s '$work/out/frontier/results.json' ] && [ -s '$work/out/frontier/frontier.md' ]"
+check "the timed table is written, with the executor's reference row" \
+  grep -q "| gpt | AOT plain (same executor) |" "$work/out/chunked.md"
 check "the hook ran on the bundled echod" grep -q "torch 2.13" "$work/out/summary.txt"
 [ "$rc" -eq 0 ] || tail -n 30 "$work/run.log"
 

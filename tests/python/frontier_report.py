@@ -247,6 +247,11 @@ def write_outputs(out, results, total, complete=True, meta=None):
                     device=DEVICE, budgets=list(BUDGETS), echo_overhead=ECHO_OVERHEAD,
                     summary_cap_pct=SUMMARY_CAP, argv=sys.argv[1:], seconds=total,
                     complete=complete)
+        if "--cuda" in meta["argv"]:
+            meta["gpu"] = torch.cuda.get_device_name()
+    on_cuda = "--cuda" in meta["argv"]
+    ran_on = (f"CUDA fp32 on {meta.get('gpu', 'a GPU')}" if on_cuda
+              else "CPU fp32 on a shared 2-core machine")
     with open(os.path.join(out, "results.json"), "w") as f:
         json.dump(dict(meta=meta, models=results), f, indent=1)
     header = [
@@ -258,15 +263,16 @@ def write_outputs(out, results, total, complete=True, meta=None):
         "    build/venv/bin/python tests/python/bench_frontier.py " + " ".join(meta["argv"]),
         "",
         f"torch {meta['torch']}, {meta['threads']} threads, {meta['date']}, "
-        f"CPU fp32 on a shared 2-core machine; {total:.0f} s"
+        f"{ran_on}; {total:.0f} s"
         + ("" if complete else " so far (incomplete run)") + ".",
         "",
         "Definitions (details in the docstring of tests/python/bench_frontier.py):",
         "",
         "- *saved-for-backward*: bytes of distinct storages autograd keeps from the forward "
         "(saved_tensors_hooks; parameters and inputs excluded).",
-        "- *step peak*: pre-existing tensors plus the CPU allocator peak of one "
-        "forward+backward (echo_torch.measure).",
+        "- *step peak*: pre-existing tensors plus the "
+        + ("CUDA caching allocator's max_memory_allocated" if on_cuda else "CPU allocator peak")
+        + " of one forward+backward (echo_torch.measure).",
         "- *extra FLOPs*: FlopCounterMode over one step minus eager's, relative to eager's "
         "(matmul-like ops only; recomputed element-wise ops count 0).",
         "- *extra roofline*: echod's h100-80gb roofline time (EstimateMemory "
