@@ -14,6 +14,7 @@
 #include "planner/recompute/plan_report.h"
 #include "planner/recompute/recompute_planner.h"
 #include "planner/recompute/recompute_problem.h"
+#include "planner/recompute/search/auto_recompute.h"
 #include "random_graphs.h"
 #include "test_util.h"
 
@@ -151,6 +152,61 @@ TEST(RecomputePlanPropertyTest, RandomGraphs) {
   std::cout << "stash objective: fewer stashed bytes than the peak "
                "objective on "
             << fewer_stashed << " of 240 plans\n";
+}
+
+// AUTO's selection ranks a candidate by the peak the search proved instead
+// of replaying it (AutoRecompute::replay_peaks): each such peak must be the
+// replay's, under limits, budgets and the stash objective.
+TEST(RecomputePlanPropertyTest, ProvenCandidatePeaksAreTheReplays) {
+  int proven = 0, unproven = 0;
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    SCOPED_TRACE(::testing::Message() << "seed " << seed);
+    testing::RandomGraphOptions graph_options;
+    graph_options.forward_ops = 6 + seed % 25;
+    testing::RandomGraph random =
+        testing::MakeRandomTrainingGraph(seed, graph_options);
+    MemoryModelOptions memory;
+    if (seed % 4 == 0) memory.rounding_bytes = 128;
+    const RecomputeProblem problem(random.graph, random.op_costs, memory);
+    const int64_t plain = SimulatePlain(random.graph, memory).peak_bytes;
+    std::vector<AutoRecompute::Options> runs;
+    for (double fraction : {0.9, 0.6}) {
+      runs.emplace_back();
+      runs.back().memory_limit_bytes = static_cast<int64_t>(fraction * plain);
+    }
+    for (double ratio : {0.02, 0.3}) {
+      runs.emplace_back();
+      runs.back().max_overhead_ratio = ratio;
+      runs.emplace_back(runs.back());
+      runs.back().first_backward_op = FirstBackwardOp(random.graph);
+    }
+    for (AutoRecompute::Options& options : runs) {
+      // A seed is never proven: the caller replays it.
+      options.seeds = {RecomputeChoice{problem.eligible, {}}};
+      AutoRecompute search(options);
+      const std::vector<RecomputeChoice> candidates =
+          testing::ValueOrFail(search.Run(problem));
+      ASSERT_EQ(search.replay_peaks().size(), candidates.size());
+      EXPECT_EQ(search.replay_peaks()[0], -1);
+      for (size_t i = 0; i < candidates.size(); ++i) {
+        const int64_t replay_peak = search.replay_peaks()[i];
+        if (replay_peak < 0) {
+          ++unproven;
+          continue;
+        }
+        ++proven;
+        const SimulationResult replay = testing::ValueOrFail(ReplaySchedule(
+            random.graph, ScheduleFromRecomputeChoice(problem, candidates[i]),
+            memory));
+        EXPECT_EQ(replay_peak, replay.peak_bytes) << "candidate " << i;
+      }
+    }
+  }
+  // Most candidates are proven (their peak is where an op runs); some are not.
+  EXPECT_GT(proven, 200);
+  EXPECT_GT(unproven, 0);
+  std::cout << proven << " proven candidate peaks, " << unproven
+            << " replayed\n";
 }
 
 TEST(RecomputePlanPropertyTest, OptimalOnSmallRandomGraphs) {

@@ -58,6 +58,9 @@ void ExpectMatchesReplay(const RecomputeProblem& problem,
   }
   EXPECT_EQ(state.Peak(), peak);
   EXPECT_GE(state.Peak(), replay->peak_bytes);
+  if (std::optional<int64_t> replay_peak = state.ReplayPeak()) {
+    EXPECT_EQ(*replay_peak, replay->peak_bytes);
+  }
   EXPECT_NEAR(state.cost(), cost, 1e-6);
   // A rebuild from scratch gives the same profile.
   RecomputeState rebuilt(problem);

@@ -77,11 +77,18 @@ absl::StatusOr<std::vector<RecomputeChoice>> AutoRecompute::Run(
     state.TrackStash(options_.first_backward_op);
   }
   std::vector<RecomputeChoice> candidates;
+  replay_peaks_.clear();
+  // The plan the state holds, with its replayed peak when the state knows it.
+  auto keep_state_plan = [&] {
+    candidates.push_back(state.plan());
+    replay_peaks_.push_back(state.ReplayPeak().value_or(-1));
+  };
   std::vector<std::vector<OpIndex>> points;  // AssignWithinBudget's scratch
   std::vector<RecomputeChoice> starts = {
       RecomputeChoice{RecomputeSet(problem.num_ops(), 0), {}}};
   for (const RecomputeChoice& seed : options_.seeds) {
     candidates.push_back(seed);  // as they are: the caller replays them
+    replay_peaks_.push_back(-1);
     starts.push_back(seed);
   }
   // Re-insertion trials: a bounded number on graphs small enough for the
@@ -114,7 +121,7 @@ absl::StatusOr<std::vector<RecomputeChoice>> AutoRecompute::Run(
           search.Cleanup(limit);
           search.LocalSearch(limit, local_trials);
         }
-        candidates.push_back(state.plan());
+        keep_state_plan();
         RETURN_IF_ERROR(interrupt_status);
       }
     }
@@ -136,7 +143,7 @@ absl::StatusOr<std::vector<RecomputeChoice>> AutoRecompute::Run(
         if (round > 0 && search.best_peak() >= peak) break;
         peak = search.best_peak();
       }
-      candidates.push_back(state.plan());
+      keep_state_plan();
       RETURN_IF_ERROR(interrupt_status);
       if (!state.tracks_stash()) continue;
       SearchGoal stash_goal = goal;
@@ -144,12 +151,12 @@ absl::StatusOr<std::vector<RecomputeChoice>> AutoRecompute::Run(
       // The budget the peak descent left, then the whole budget.
       search.Greedy(stash_goal);
       search.RewindToBest();
-      candidates.push_back(state.plan());
+      keep_state_plan();
       AssignWithinBudget(problem, start, goal.budget, state, points);
       const bool above_plain = state.Peak() > plain_peak;
       search.Greedy(stash_goal);
       search.RewindToBest();
-      candidates.push_back(state.plan());
+      keep_state_plan();
       RETURN_IF_ERROR(interrupt_status);
       // The selection rejects it above the plain peak, and the greedy never
       // lowers the stash by raising the peak: repair the start first, then
@@ -159,7 +166,7 @@ absl::StatusOr<std::vector<RecomputeChoice>> AutoRecompute::Run(
       if (!RepairPeak(plain_peak, state)) continue;
       search.Greedy(stash_goal);
       search.RewindToBest();
-      candidates.push_back(state.plan());
+      keep_state_plan();
       RETURN_IF_ERROR(interrupt_status);
     }
   }

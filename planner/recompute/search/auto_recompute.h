@@ -75,10 +75,16 @@ class AutoRecompute {
       const RecomputeProblem& problem);
   // After Run: whether the depth bound turned a move down.
   bool depth_bound_hit() const { return depth_bound_hit_; }
+  // After Run, one per candidate: its replayed peak where the search's
+  // state proved it (RecomputeState::ReplayPeak), so that the caller need
+  // not replay it to rank it; -1 where it did not (the seeds, a peak in a
+  // pre slot).
+  const std::vector<int64_t>& replay_peaks() const { return replay_peaks_; }
 
  private:
   Options options_;
   bool depth_bound_hit_ = false;
+  std::vector<int64_t> replay_peaks_;
 };
 
 }  // namespace echo::planner

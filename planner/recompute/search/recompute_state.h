@@ -13,6 +13,7 @@
 #define ECHO_PLANNER_RECOMPUTE_SEARCH_RECOMPUTE_STATE_H_
 
 #include <cstdint>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -65,6 +66,13 @@ class RecomputeState {
 
   int64_t Peak() const { return tree_.Max(); }
   int32_t PeakSlot() const { return tree_.ArgMax(); }
+  // The replay's peak when the highest slot is a main slot (exact there,
+  // and every slot bounds its steps from above); nullopt when it is a pre
+  // slot, whose clones the replay may run at lower bytes.
+  std::optional<int64_t> ReplayPeak() const {
+    if (PeakSlot() % 2 == 0) return std::nullopt;  // PreSlot(o) = 2o
+    return Peak();
+  }
   int64_t SlotValue(int32_t slot) const { return tree_.Value(slot); }
   int64_t RangeMax(int32_t lo, int32_t hi) const {
     return tree_.RangeMax(lo, hi);
