@@ -188,6 +188,10 @@ TEST(RecomputePlanPropertyTest, ProvenCandidatePeaksAreTheReplays) {
           testing::ValueOrFail(search.Run(problem));
       ASSERT_EQ(search.replay_peaks().size(), candidates.size());
       EXPECT_EQ(search.replay_peaks()[0], -1);
+      if (search.plain_replay_peak() >= 0) {
+        ++proven;
+        EXPECT_EQ(search.plain_replay_peak(), plain);
+      }
       for (size_t i = 0; i < candidates.size(); ++i) {
         const int64_t replay_peak = search.replay_peaks()[i];
         if (replay_peak < 0) {

@@ -42,13 +42,13 @@ bool Better(const Evaluated& a, const Evaluated& b,
 
 // Replays each distinct candidate within the depth bound and keeps the best
 // under the budget (Better); `bound_hit` is set when the bound left one
-// out. A candidate whose peak the search proved (`replay_peaks`, one per
-// candidate, -1 where unknown) is ranked by it without a replay: at 100k
-// ops each replay is ~40 ms. The plain schedule is always a candidate, so
-// the result is never worse than it.
+// out. A candidate whose peak the search proved (`search.replay_peaks()`,
+// one per candidate, and the plain schedule's; -1 where unknown) is ranked
+// by it without a replay: at 100k ops each replay is ~40 ms. The plain
+// schedule is always a candidate, so the result is never worse than it.
 Evaluated SelectBest(const RecomputeProblem& problem,
                      const std::vector<RecomputeChoice>& candidates,
-                     const std::vector<int64_t>& replay_peaks, int32_t depth,
+                     const AutoRecompute& search, int32_t depth,
                      const std::optional<int64_t>& memory_limit,
                      double cost_budget, bool by_stash, bool& bound_hit) {
   std::optional<Evaluated> best;
@@ -84,7 +84,8 @@ Evaluated SelectBest(const RecomputeProblem& problem,
       best = std::move(e);
     }
   };
-  consider(RecomputeChoice{RecomputeSet(problem.num_ops(), 0), {}}, -1);
+  consider(RecomputeChoice{RecomputeSet(problem.num_ops(), 0), {}},
+           search.plain_replay_peak());
   for (size_t i = 0; i < candidates.size(); ++i) {
     const RecomputeChoice& plan = candidates[i];
     // The search often returns a seed or an earlier start's plan again.
@@ -94,7 +95,7 @@ Evaluated SelectBest(const RecomputeProblem& problem,
                       return earlier.recompute == plan.recompute &&
                              earlier.splits == plan.splits;
                     });
-    if (!seen) consider(plan, replay_peaks[i]);
+    if (!seen) consider(plan, search.replay_peaks()[i]);
   }
   return *std::move(best);
 }
@@ -127,7 +128,7 @@ absl::StatusOr<Evaluated> SearchAtDepth(
   AutoRecompute pass(std::move(auto_options));
   ASSIGN_OR_RETURN(std::vector<RecomputeChoice> candidates, pass.Run(problem));
   bound_hit |= pass.depth_bound_hit();
-  return SelectBest(problem, candidates, pass.replay_peaks(), depth,
+  return SelectBest(problem, candidates, pass, depth,
                     options.memory_limit_bytes, input.cost_budget, by_stash,
                     bound_hit);
 }

@@ -78,6 +78,7 @@ absl::StatusOr<std::vector<RecomputeChoice>> AutoRecompute::Run(
   }
   std::vector<RecomputeChoice> candidates;
   replay_peaks_.clear();
+  plain_replay_peak_ = state.ReplayPeak().value_or(-1);  // nothing planned yet
   // The plan the state holds, with its replayed peak when the state knows it.
   auto keep_state_plan = [&] {
     candidates.push_back(state.plan());

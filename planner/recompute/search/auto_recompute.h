@@ -80,11 +80,14 @@ class AutoRecompute {
   // not replay it to rank it; -1 where it did not (the seeds, a peak in a
   // pre slot).
   const std::vector<int64_t>& replay_peaks() const { return replay_peaks_; }
+  // After Run: the plain schedule's peak, likewise (-1 where unproven).
+  int64_t plain_replay_peak() const { return plain_replay_peak_; }
 
  private:
   Options options_;
   bool depth_bound_hit_ = false;
   std::vector<int64_t> replay_peaks_;
+  int64_t plain_replay_peak_ = -1;
 };
 
 }  // namespace echo::planner
