@@ -70,7 +70,8 @@ class RecomputeState {
   // and every slot bounds its steps from above); nullopt when it is a pre
   // slot, whose clones the replay may run at lower bytes.
   std::optional<int64_t> ReplayPeak() const {
-    if (PeakSlot() % 2 == 0) return std::nullopt;  // PreSlot(o) = 2o
+    const int32_t slot = PeakSlot();
+    if (slot != MainSlot(OpOfSlot(slot))) return std::nullopt;
     return Peak();
   }
   int64_t SlotValue(int32_t slot) const { return tree_.Value(slot); }
