@@ -71,12 +71,13 @@ print(" ".join(d for s in site.getsitepackages() for d in glob.glob(s + "/nvidia
   2>/dev/null); do
   bundle_libs="$bundle_libs:$lib"
 done
-bundle_env=(env "LD_LIBRARY_PATH=$bundle_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
+bundle_libs="$bundle_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+bundle_env=(env "LD_LIBRARY_PATH=$bundle_libs")
 # echod as the benchmarks start it: a wrapper that gives it the bundle's
 # libraries (it finds echo_milp_worker beside its own binary, not here).
 mkdir -p "$out/bin"
 printf '#!/bin/sh\nexec env LD_LIBRARY_PATH="%s" "%s" "$@"\n' \
-  "$bundle_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$bundle/bin/echod" >"$out/bin/echod"
+  "$bundle_libs" "$bundle/bin/echod" >"$out/bin/echod"
 chmod +x "$out/bin/echod"
 export ECHO_ECHOD="$out/bin/echod"
 export ECHO_TORCH_CACHE_DIR="$out/plan_cache"
@@ -107,8 +108,7 @@ if [ "$dry" = 1 ]; then
   # No image here: a clean venv gets what the image would have.
   "$python" -m venv "$venv" &&
     "$venv/bin/pip" install -q torch==2.13.0 grpcio protobuf 2>&1 | grep -v "^WARNING: Location"
-fi
-if [ "$dry" = 0 ]; then
+else
   # The image's python3 is itself a venv's (/opt/torch/.venv): a venv made
   # from it with --system-site-packages sees the base interpreter's
   # packages, not that venv's torch, so its site directories go in a .pth.
