@@ -25,6 +25,8 @@ check "the frontier tables are written" \
   bash -c "[ -s '$work/out/frontier/results.json' ] && [ -s '$work/out/frontier/frontier.md' ]"
 check "the timed table is written, with the executor's reference row" \
   grep -q "| gpt | AOT plain (same executor) |" "$work/out/chunked.md"
+check "the timed table has the rows priced by the hook's times" \
+  grep -q "| gpt | Echo AUTO 5%, chunking auto, client times (" "$work/out/chunked.md"
 check "the hook ran on the bundled echod" grep -q "torch 2.13" "$work/out/summary.txt"
 [ "$rc" -eq 0 ] || tail -n 30 "$work/run.log"
 
@@ -36,4 +38,11 @@ PYTHON=/usr/bin/python3 RUN_BUDGET_SECONDS=12 bash "$root/tests/gpu/run_on_gpu.s
 check "a spent budget fails the run" test "$?" -ne 0
 check "a spent budget skips the frontier stage, saying so" \
   grep -q "^frontier: exit 124 in 0 s (skipped: the run's 12 s budget is spent)" "$work/out/summary.txt"
+
+# STAGES names the stages to run; the others say so and do not fail the run.
+PYTHON=/usr/bin/python3 STAGES="none" bash "$root/tests/gpu/run_on_gpu.sh" --dry \
+  "$work/out" "$work/bundle" >"$work/stages.log" 2>&1
+check "stages not in STAGES are not run, and the run passes" test "$?" -eq 0
+check "a stage not in STAGES says so" \
+  grep -q "^chunked: not run (not in STAGES)" "$work/out/summary.txt"
 finish

@@ -24,7 +24,8 @@
 # a time limit, and the run a budget (RUN_BUDGET_SECONDS, 450 by default)
 # that cuts every stage's limit to what is left of it, so that the whole run
 # stays under 8 minutes: a stage that finds the budget spent is skipped and
-# says so.
+# says so. STAGES="chunked profiler ..." runs only the stages named (all by
+# default), for a rerun that spends the GPU's minutes on what changed.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 dry=0
@@ -40,6 +41,10 @@ run_end=$(($(date +%s) + budget))
 stage() {  # stage NAME SECONDS COMMAND...
   local name="$1" limit="$2" start rc left
   shift 2
+  if [ -n "${STAGES:-}" ] && [[ " $STAGES " != *" $name "* ]]; then
+    echo "$name: not run (not in STAGES)" | tee -a "$summary"
+    return 0
+  fi
   start=$(date +%s)
   # The kill's 10 s grace comes out of what is left too.
   left=$((run_end - start - 10))
@@ -126,13 +131,14 @@ cd "$root/tests/python" || exit 1
 if [ "$dry" = 1 ]; then
   # The same drivers on the CPU, at the suite's smallest model.
   stage chunked 240 "$venv/bin/python" bench_chunked.py --size ci --runs 1 --models gpt \
-    --out "$out/chunked.md"
+    --client_timing --out "$out/chunked.md"
   stage frontier 240 "$venv/bin/python" bench_frontier.py --models gpt --out "$out/frontier"
 else
   # The paper sizes timed on the GPU: measured peak beside echod's, and each
-  # step's time beside the same executor's without recomputation.
-  stage chunked 180 "$venv/bin/python" bench_chunked.py --cuda --runs 10 \
-    --models gpt transformer nmt --out "$out/chunked.md"
+  # step's time beside the same executor's without recomputation; each plan
+  # also with the ops priced by the hook's own GPU times (--client_timing).
+  stage chunked 300 "$venv/bin/python" bench_chunked.py --cuda --runs 10 \
+    --client_timing --models gpt transformer nmt --out "$out/chunked.md"
   # DeepSpeech2 is left out: its points took 283 of the suite's 502 s on
   # this project's 2-core CPU machines, more than the stage's limit alone.
   stage frontier 240 "$venv/bin/python" bench_frontier.py --cuda \

@@ -9,7 +9,7 @@ plan's predicted extra compute, the chunks, and the largest loss and
 gradient differences from eager.
 
   build/venv/bin/python tests/python/bench_chunked.py [--models gpt transformer nmt]
-      [--cuda] [--runs N] [--out FILE] [--size paper|ci]
+      [--cuda] [--runs N] [--out FILE] [--size paper|ci] [--client_timing]
 
 On the CPU, ops are priced on h100-80gb. --cuda runs on the GPU (peaks:
 torch.cuda.max_memory_allocated; ops priced on the GPU's catalog entry, as
@@ -18,7 +18,10 @@ row (the fastest counts) and adds AOTAutograd's plain partition, which runs
 on the same op-by-op executor as Echo's plans without recomputing anything:
 "measured extra" is a row's step time against it, so that the executor's
 own cost is not counted as recomputation (against eager too, for what a
-user sees). Starts build/bin/echod (or $ECHO_ECHOD) on a free port. Prints
+user sees). --client_timing adds each Echo row again with the ops priced by
+times the hook takes here (client_timing=True; the label says how many ops
+echod priced with them), to set the predicted extra compute beside the
+measured one when the cost model's roofline is not the executor's. Starts build/bin/echod (or $ECHO_ECHOD) on a free port. Prints
 one markdown table (and writes it to --out).
 """
 import argparse
@@ -48,6 +51,8 @@ def main():
     parser.add_argument("--out", help="also write the table to this file")
     parser.add_argument("--size", choices=("paper", "ci"), default="paper",
                         help="the models' sizes (ci: models.build's, for a quick check)")
+    parser.add_argument("--client_timing", action="store_true",
+                        help="also plan each Echo row with the ops timed here")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if args.cuda and not torch.cuda.is_available():
@@ -68,13 +73,18 @@ def main():
             if args.runs:  # the executor's own step, the timing reference
                 plain = harness.aot_plain(model, inputs, **timed)
                 rows.append(Row(name, "AOT plain (same executor)", plain, None, eager))
-            for chunking in ("off", "auto"):
-                wrapped = echo_torch.optimize(
-                    model, server=echod.address, max_overhead_ratio=args.ratio,
-                    chunking=chunking, plan_cache=False, on_error="raise")
-                result = harness.run_step(model, wrapped, inputs, **timed)
-                rows.append(Row(name, f"Echo AUTO {100 * args.ratio:g}%, chunking {chunking}",
-                                result, echo_torch.report(wrapped), eager, plain))
+            for client_timing in (False, True) if args.client_timing else (False,):
+                for chunking in ("off", "auto"):
+                    wrapped = echo_torch.optimize(
+                        model, server=echod.address, max_overhead_ratio=args.ratio,
+                        chunking=chunking, plan_cache=False, on_error="raise",
+                        client_timing=client_timing)
+                    result = harness.run_step(model, wrapped, inputs, **timed)
+                    rep = echo_torch.report(wrapped)
+                    label = f"Echo AUTO {100 * args.ratio:g}%, chunking {chunking}"
+                    if client_timing:
+                        label += f", client times ({rep.measured_ops}/{rep.ops} ops)"
+                    rows.append(Row(name, label, result, rep, eager, plain))
             del model, inputs, wrapped
             if args.cuda:
                 torch.cuda.empty_cache()

@@ -173,6 +173,34 @@ class OpProfileTest(unittest.TestCase):
         self.assertTrue(all(op.workspace_bytes == 0 and not op.HasField("measured_time_seconds")
                             for op in plain.converted.graph.ops))
 
+    def test_client_times_name_the_catalog_device_only_when_taken_on_it(self):
+        # echod prices with a time only when measured_on names the device
+        # it prices on: times taken on the GPU a catalog entry stands for
+        # carry its name; times taken elsewhere keep where, and say so.
+        from unittest import mock
+        from echo_torch import pipeline
+        from echo_torch.planners import PlainPlanner, PlanRequestOptions
+        joint = None  # _device_description is replaced below
+
+        class Asking:
+            def __init__(self, device):
+                self.options = PlanRequestOptions(device=device)
+
+        def label(taken, gpu, device):
+            with mock.patch.object(pipeline, "_device_description", return_value=taken), \
+                    mock.patch.object(pipeline, "gpu_catalog_name", return_value=gpu):
+                return pipeline._timing_label(joint, Asking(device))
+
+        self.assertEqual(label("cuda:NVIDIA H200", "h200", "h200"), "h200")
+        with self.assertLogs("echo_torch", level="WARNING") as logged:
+            self.assertEqual(label("cuda:NVIDIA H200", "h200", "a100-80gb"), "cuda:NVIDIA H200")
+            self.assertEqual(label("cpu:x86_64", None, "h100-80gb"), "cpu:x86_64")
+        self.assertIn("do not price a100-80gb", logged.output[0])
+        self.assertIn("do not price h100-80gb", logged.output[1])
+        # No device asked for: the capture machine's times are all there is.
+        with mock.patch.object(pipeline, "_device_description", return_value="cpu:x86_64"):
+            self.assertEqual(pipeline._timing_label(joint, PlainPlanner()), "cpu:x86_64")
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -478,6 +478,31 @@ class RealServerTest(unittest.TestCase):
         self.assertLessEqual(rep.stash_lower_bound_bytes, stash.saved_bytes)
         self.assertLessEqual(rep.planned_peak_bytes, rep.baseline_peak_bytes)
 
+    def test_client_times_price_the_plan_only_where_they_were_taken(self):
+        # On this CPU the times cannot price the catalog GPU the plan is for:
+        # echod prices with its cost model and the log says why. Taken on
+        # the GPU the catalog entry stands for (faked here: the times are
+        # this CPU's), echod prices every op with them.
+        from unittest import mock
+        from echo_torch import pipeline
+        torch.manual_seed(0)
+        model, x = Quirky(), torch.randn(8, 16)
+        with servers.Echod() as echod:
+            def planned():
+                wrapped = optimize(model, server=echod.address, client_timing=True,
+                                   plan_cache=False, on_error="raise")
+                wrapped(x).backward()
+                return report(wrapped)
+            with self.assertLogs("echo_torch", level="WARNING") as logged:
+                self.assertEqual(planned().measured_ops, 0)
+            self.assertIn("do not price h100-80gb", "\n".join(logged.output))
+            with mock.patch.object(pipeline, "_device_description",
+                                   return_value="cuda:NVIDIA H100 80GB HBM3"), \
+                    mock.patch.object(pipeline, "gpu_catalog_name", return_value="h100-80gb"):
+                rep = planned()
+        self.assertGreater(rep.measured_ops, 0)
+        self.assertEqual(rep.measured_ops, rep.ops)
+
     def test_training_batch_norm_re_runs_without_its_running_statistics(self):
         # conv -> batch norm -> relu -> conv: the backward needs the first
         # conv's output (batch norm) and the relu's (the second conv).

@@ -13,7 +13,7 @@ from echo_torch.convert import ConvertedGraph
 from echo_torch.log import logger
 from echo_torch.pipeline import InfeasibleWarning, PlannedGraph, PlanReport, plan_joint
 from echo_torch.plan_cache import PlanCache
-from echo_torch.planners import PlainPlanner, PlanRequestOptions, ServerPlanner
+from echo_torch.planners import PlainPlanner, PlanRequestOptions, ServerPlanner, gpu_catalog_name
 
 __all__ = ["EchoModule", "EchoBackend", "PlanReport", "optimize", "backend", "report",
            "capture_graph"]
@@ -248,22 +248,11 @@ class EchoModule(nn.Module):
 # model's GPU when it is one the catalog knows, else this reference GPU (on
 # CPU-only machines too, so that plans are the same everywhere).
 REFERENCE_DEVICE = "h100-80gb"
-_CATALOG_BY_GPU_NAME = (("h200", "h200"), ("h100", "h100-80gb"), ("a100", "a100-{mem}"),
-                        ("v100", "v100-{mem}"), ("2080 ti", "rtx-2080-ti"), ("l4", "l4"))
 
 
 def default_device(on_cuda: bool) -> str:
     """The catalog name echod prices ops with when the user names none."""
-    if not on_cuda:
-        return REFERENCE_DEVICE
-    name = torch.cuda.get_device_name().lower()
-    memory_gib = torch.cuda.get_device_properties(0).total_memory / 2**30
-    for needle, catalog in _CATALOG_BY_GPU_NAME:
-        if needle in name:
-            if "a100" in catalog:
-                return catalog.format(mem="80gb" if memory_gib > 48 else "40gb")
-            return catalog.format(mem="32gb" if memory_gib > 20 else "16gb")
-    return REFERENCE_DEVICE
+    return (gpu_catalog_name() if on_cuda else None) or REFERENCE_DEVICE
 
 
 def _server_planner(server, policy, memory_limit_bytes, max_overhead_ratio, timeout_seconds,

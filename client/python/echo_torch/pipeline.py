@@ -13,6 +13,7 @@ from echo_torch import profile_ops as op_profiler
 from echo_torch.convert import ConvertedGraph, JointGraph, convert
 from echo_torch.executor import Programs, build_programs
 from echo_torch.log import logger
+from echo_torch.planners import gpu_catalog_name
 
 
 @dataclasses.dataclass
@@ -28,6 +29,9 @@ class PlanReport:
     # With an overhead budget: no plan within it stashes fewer bytes.
     stash_lower_bound_bytes: Optional[int] = None
     predicted_overhead_ratio: Optional[float] = None
+    # Ops echod priced with the times sent with them (client_timing), not
+    # with its cost model.
+    measured_ops: int = 0
     # Forward activations the default partition saves vs what this plan saves.
     default_saved_bytes: int = 0
     planned_saved_bytes: int = 0
@@ -57,7 +61,7 @@ class PlanReport:
         return self.default_saved_bytes - self.planned_saved_bytes
 
     _SUMMED = ("ops", "tensors", "default_saved_bytes", "planned_saved_bytes",
-               "recompute_executions", "output_bytes")
+               "recompute_executions", "output_bytes", "measured_ops")
 
     @classmethod
     def combine(cls, reports: List["PlanReport"]) -> "PlanReport":
@@ -151,6 +155,7 @@ def _make_report(converted: ConvertedGraph, plan, programs) -> PlanReport:
         report.peak_lower_bound_bytes = response.peak_lower_bound_bytes
         report.stash_lower_bound_bytes = response.stash_lower_bound_bytes or None
         report.predicted_overhead_ratio = response.recompute_overhead_ratio
+        report.measured_ops = response.cost_sources.measured_ops
         report.message = response.message
         report.chunked_regions = list(response.chunked_regions)
         report.chunking_notes = list(response.chunking_notes)
@@ -175,12 +180,31 @@ def _device_description(joint: JointGraph) -> str:
     return "cpu:" + platform.machine()
 
 
-def _measure(joint: JointGraph, converted: ConvertedGraph, client_timing: bool, seconds):
+def _timing_label(joint: JointGraph, planner) -> str:
+    """measured_on for client times. echod prices ops with a time only when
+    measured_on names the catalog device it prices on, so times taken on
+    the GPU the catalog entry stands for carry that name; times taken
+    elsewhere (a CPU, another GPU) keep where they were taken, and echod's
+    cost model prices the ops (said once in the log)."""
+    taken = _device_description(joint)
+    priced = getattr(getattr(planner, "options", None), "device", None)
+    if not priced:
+        return taken  # no device asked for: the capture machine's times
+    if taken.startswith("cuda:") and gpu_catalog_name() == priced:
+        return priced
+    logger.warning("echo_torch: client_timing: the times taken on %s do not price %s; "
+                   "echod's cost model prices the ops", taken, priced)
+    return taken
+
+
+def _measure(joint: JointGraph, converted: ConvertedGraph, client_timing: bool, seconds,
+             planner):
     """Per-op workspace (and, with client_timing, times) into the graph."""
     start = time.perf_counter()
-    measured = op_profiler.profile_joint(joint, repeats=3 if client_timing else 1)
+    measured = op_profiler.profile_joint(joint, repeats=3 if client_timing else 1,
+                                         timing=client_timing)
     op_profiler.apply_profile(converted.graph, measured,
-                              _device_description(joint) if client_timing else "")
+                              _timing_label(joint, planner) if client_timing else "")
     seconds["profile"] = time.perf_counter() - start
     logger.info("echo_torch: measured per-op workspace%s in %.1f s",
                 " and times" if client_timing else "", seconds["profile"])
@@ -203,7 +227,7 @@ def plan_joint(joint: JointGraph, planner, measure_workspace: bool = True,
     plan = planner.cached_plan(converted, cache_key) if cache_key else None
     if plan is None:
         if measure_workspace or client_timing:
-            _measure(joint, converted, client_timing, seconds)
+            _measure(joint, converted, client_timing, seconds, planner)
         start = time.perf_counter()
         plan = (planner.plan(converted, cache_key=cache_key) if cache_key
                 else planner.plan(converted))

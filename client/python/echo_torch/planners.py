@@ -4,6 +4,8 @@ import dataclasses
 import math
 from typing import Any, List, Optional, Sequence, Tuple
 
+import torch
+
 from echo_torch import proto
 from echo_torch.client import PlannerClient
 from echo_torch.convert import ConvertedGraph
@@ -26,6 +28,25 @@ OBJECTIVES = {
     "PEAK_BYTES": _pl.RECOMPUTE_OBJECTIVE_PEAK_BYTES,
     "STASH_BYTES": _pl.RECOMPUTE_OBJECTIVE_STASH_BYTES,
 }
+
+# echod's catalog names for the GPUs it knows, by a part of torch's name.
+_CATALOG_BY_GPU_NAME = (("h200", "h200"), ("h100", "h100-80gb"), ("a100", "a100-{mem}"),
+                        ("v100", "v100-{mem}"), ("2080 ti", "rtx-2080-ti"), ("l4", "l4"))
+
+
+def gpu_catalog_name() -> Optional[str]:
+    """echod's catalog name for the current GPU, or None when the catalog
+    does not know it (or there is no GPU)."""
+    if not torch.cuda.is_available():
+        return None
+    name = torch.cuda.get_device_name().lower()
+    memory_gib = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory / 2**30
+    for needle, catalog in _CATALOG_BY_GPU_NAME:
+        if needle in name:
+            if "a100" in catalog:
+                return catalog.format(mem="80gb" if memory_gib > 48 else "40gb")
+            return catalog.format(mem="32gb" if memory_gib > 20 else "16gb")
+    return None
 
 
 @dataclasses.dataclass

@@ -14,13 +14,20 @@ profiler inside a record_function scope, and
               at its end, i.e. its outputs).
 
 Only when the user asks for client timing (`client_timing=True`) is the op's
-duration also sent, as measured_time_seconds with measured_on naming the
+time also sent, as measured_time_seconds with measured_on naming the
 device: the fastest of `repeats` runs, as one sample on a busy machine is
-noisy. By default echod's cost model (and its node's profile cache) gives
-the times, so the same model and server give the same plan. The RNG state is
-restored afterwards, so the runs are invisible to training.
+noisy. The times are taken outside the profiler (its bookkeeping would be
+counted), as what the op costs in op-by-op execution: on the CPU its call;
+on a GPU its host dispatch or its kernels' time, whichever is longer, since
+the GPU runs behind the host (kernels are timed by CUDA events while the GPU
+is held busy, so that the events see the kernels and not the dispatch). By
+default echod's cost model (and its node's profile cache) gives the times,
+so the same model and server give the same plan. The RNG state is restored
+afterwards, so the runs are invisible to training.
 """
-from typing import Dict, List, Tuple
+import math
+import time
+from typing import Callable, Dict, List, Tuple
 
 import torch
 import torch.fx as fx
@@ -29,6 +36,9 @@ from torch.profiler import ProfilerActivity, profile, record_function
 from echo_torch import ops
 
 _SCOPE = "echo_op:"
+# GPU cycles (about 1 ms) the GPU is held busy before a timed op, longer
+# than a dispatch takes, so that its kernels start as soon as they arrive.
+_HOLD_CYCLES = 2_000_000
 
 
 class _NoMetadata(Exception):
@@ -71,12 +81,16 @@ def distinct_ops(gm: fx.GraphModule) -> Dict[tuple, List[fx.Node]]:
     return groups
 
 
-def profile_joint(joint, repeats: int = 1) -> Dict[str, Tuple[int, float]]:
+def profile_joint(joint, repeats: int = 1,
+                  timing: bool = False) -> Dict[str, Tuple[int, float]]:
     """{node name: (workspace bytes, seconds)} for the joint graph's ops, one
-    run of each distinct signature per repeat (largest workspace, fastest
-    time)."""
-    groups = distinct_ops(joint.module)
-    result: Dict[str, Tuple[int, float]] = {}
+    run of each distinct signature per repeat (largest workspace; with
+    `timing`, the fastest of `repeats` timed runs, else the profiled run's
+    duration)."""
+    groups = list(distinct_ops(joint.module).values())
+    cuda = _on_cuda(joint.module)
+    workspace: Dict[int, int] = {}
+    seconds: Dict[int, float] = {}
     devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
     # AOTAutograd calls the partitioner inside its fake-tensor mode; the
     # measurement runs real tensors outside it.
@@ -84,29 +98,73 @@ def profile_joint(joint, repeats: int = 1) -> Dict[str, Tuple[int, float]]:
     with _disable_current_modes(), torch.random.fork_rng(devices=devices), torch.no_grad():
         for _ in range(repeats):
             with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-                for index, nodes in enumerate(groups.values()):
-                    node = nodes[0]
-                    try:
-                        args = fx.node.map_arg(node.args, _materialize)
-                        kwargs = fx.node.map_arg(node.kwargs, _materialize)
-                    except (RuntimeError, TypeError):
-                        continue  # a layout empty_strided cannot make
-                    try:
-                        with record_function(f"{_SCOPE}{index}"):
-                            out = node.target(*args, **kwargs)
-                    except Exception:  # noqa: BLE001 - zeros it cannot take
-                        continue
-                    del out, args, kwargs
-            measured = _per_node(prof)
-            for index, nodes in enumerate(groups.values()):
-                if str(index) not in measured:
-                    continue
-                workspace, seconds = measured[str(index)]
-                for node in nodes:
-                    best = result.get(node.name)
-                    result[node.name] = (max(workspace, best[0]) if best else workspace,
-                                         min(seconds, best[1]) if best else seconds)
+                _run_each(groups, _scoped)
+            for key, (bytes_, duration) in _per_node(prof).items():
+                index = int(key)
+                workspace[index] = max(bytes_, workspace.get(index, 0))
+                if not timing:
+                    seconds[index] = min(duration, seconds.get(index, math.inf))
+            if timing:
+                def timed(index, call):
+                    seconds[index] = min(_timed(call, cuda), seconds.get(index, math.inf))
+                _run_each(groups, timed)
+    result: Dict[str, Tuple[int, float]] = {}
+    for index, nodes in enumerate(groups):
+        if index in workspace and index in seconds:
+            for node in nodes:
+                result[node.name] = (workspace[index], seconds[index])
     return result
+
+
+def _on_cuda(gm: fx.GraphModule) -> bool:
+    return any(isinstance(node.meta.get("val"), torch.Tensor) and
+               node.meta["val"].device.type == "cuda" for node in gm.graph.nodes)
+
+
+def _run_each(groups: List[List[fx.Node]], measure: Callable[[int, Callable], None]):
+    """measure(index, call) for each signature's first op, on zero inputs;
+    ops whose inputs cannot be made, or that reject zeros, are left out."""
+    for index, nodes in enumerate(groups):
+        node = nodes[0]
+        try:
+            args = fx.node.map_arg(node.args, _materialize)
+            kwargs = fx.node.map_arg(node.kwargs, _materialize)
+        except (RuntimeError, TypeError):
+            continue  # a layout empty_strided cannot make
+        try:
+            measure(index, lambda: node.target(*args, **kwargs))
+        except Exception:  # noqa: BLE001 - zeros it cannot take
+            continue
+        del args, kwargs
+
+
+def _scoped(index: int, call: Callable):
+    # The outputs live past the scope: what the op still holds at its end.
+    with record_function(f"{_SCOPE}{index}"):
+        out = call()
+    del out
+
+
+def _timed(call: Callable, cuda: bool) -> float:
+    """Seconds the op costs in op-by-op execution (the module's docstring)."""
+    if not cuda:
+        start = time.perf_counter()
+        out = call()
+        seconds = time.perf_counter() - start
+        del out  # freed outside the timed span
+        return seconds
+    torch.cuda.synchronize()
+    torch.cuda._sleep(_HOLD_CYCLES)
+    begin = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    begin.record()
+    start = time.perf_counter()
+    out = call()
+    dispatch = time.perf_counter() - start
+    end.record()
+    end.synchronize()
+    del out
+    return max(dispatch, begin.elapsed_time(end) / 1e3)
 
 
 def _per_node(prof) -> Dict[str, Tuple[int, float]]:
