@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/arena.h"
 #include "planner/status_macros.h"
 #include "server/call_context.h"
 #include "server/guarded_call.h"
@@ -21,6 +22,39 @@
 #include "spdlog/spdlog.h"
 
 namespace echo::server {
+namespace {
+
+// One call's request and response, on an arena of their own: a 100k-op
+// graph is about a million small messages and strings, which the heap
+// allocates and frees one by one (parsing, then destroying, the request
+// of an 82k-op EstimateMemory was 43% of echod's time, 40% of it in
+// malloc and free); the arena takes them in large blocks and frees the
+// blocks at once.
+template <typename Request, typename Response>
+class CallMessages {
+ public:
+  CallMessages()
+      : arena_(Options()),
+        request_(google::protobuf::Arena::CreateMessage<Request>(&arena_)),
+        response_(google::protobuf::Arena::CreateMessage<Response>(&arena_)) {}
+  Request& request() { return *request_; }
+  Response& response() { return *response_; }
+
+ private:
+  static google::protobuf::ArenaOptions Options() {
+    google::protobuf::ArenaOptions options;
+    // Blocks grow to 1 MiB (the default stops at 8 KiB): a 16 MB request
+    // takes a few dozen blocks, not thousands.
+    options.max_block_size = 1 << 20;
+    return options;
+  }
+
+  google::protobuf::Arena arena_;  // first: destroyed after the messages
+  Request* request_;
+  Response* response_;
+};
+
+}  // namespace
 
 template <typename Request, typename Response>
 grpc::ServerUnaryReactor* PlannerService::ServeRaw(
@@ -87,9 +121,9 @@ void PlannerService::Serve(const RawCall& raw, bool on_worker,
                                const,
                            Handler<Request, Response> handle) {
   // Shared: the handler may run on a worker after this returns.
-  auto call = std::make_shared<std::pair<Request, Response>>();
+  auto call = std::make_shared<CallMessages<Request, Response>>();
   const absl::Status parsed = RunGuarded(
-      raw.method, [&] { return ParseRequest(*raw.request, &call->first); });
+      raw.method, [&] { return ParseRequest(*raw.request, &call->request()); });
   if (!parsed.ok()) {
     Complete(raw, parsed);
     return;
@@ -97,7 +131,7 @@ void PlannerService::Serve(const RawCall& raw, bool on_worker,
   // A question about a registered graph asked before: its cached answer,
   // sent as the serialized response it is. The key is the request's bytes,
   // so on this thread it is as small as the request.
-  std::string answer_key = AnswerKeyOf(raw.method, call->first);
+  std::string answer_key = AnswerKeyOf(raw.method, call->request());
   if (!answer_key.empty()) {
     if (std::optional<std::string> cached = registry_->FindAnswer(answer_key)) {
       grpc::Slice slice(cached->data(), cached->size());
@@ -108,16 +142,16 @@ void PlannerService::Serve(const RawCall& raw, bool on_worker,
   }
   auto run = [this, raw, handle, call, answer_key = std::move(answer_key)] {
     Complete(raw, RunGuarded(raw.method, [&]() -> absl::Status {
-               RETURN_IF_ERROR(
-                   (this->*handle)(raw.context, call->first, &call->second));
+               RETURN_IF_ERROR((this->*handle)(raw.context, call->request(),
+                                               &call->response()));
                if (!answer_key.empty()) {
                  registry_->StoreAnswer(answer_key,
-                                        call->second.SerializeAsString());
+                                        call->response().SerializeAsString());
                }
-               return SerializeResponse(call->second, raw.response);
+               return SerializeResponse(call->response(), raw.response);
              }));
   };
-  if (on_worker || (this->*lane_of)(call->first) == Lane::kInline) {
+  if (on_worker || (this->*lane_of)(call->request()) == Lane::kInline) {
     run();
   } else {
     Submit(raw, std::move(run));
