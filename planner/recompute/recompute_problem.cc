@@ -128,6 +128,16 @@ std::vector<std::vector<OpIndex>> ClonePoints(const RecomputeProblem& problem,
   return points;
 }
 
+bool SameChoice(const RecomputeChoice& a, const RecomputeChoice& b) {
+  if (a.recompute != b.recompute) return false;
+  if (a.splits.size() == b.splits.size()) return a.splits == b.splits;
+  const auto none = [](const std::vector<std::vector<OpIndex>>& splits) {
+    return std::all_of(splits.begin(), splits.end(),
+                       [](const std::vector<OpIndex>& s) { return s.empty(); });
+  };
+  return none(a.splits) && none(b.splits);
+}
+
 Schedule ScheduleFromRecomputeChoice(const RecomputeProblem& problem,
                                      const RecomputeChoice& plan) {
   return ScheduleFromClonePoints(problem, ClonePoints(problem, plan));

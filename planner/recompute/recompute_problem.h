@@ -62,6 +62,10 @@ struct RecomputeChoice {
   std::vector<std::vector<OpIndex>> splits;
 };
 
+// Whether two choices are the same plan: the same set and the same splits,
+// no splits written either way (empty, or an empty list per op).
+bool SameChoice(const RecomputeChoice& a, const RecomputeChoice& b);
+
 // Per op: the points (op indices) that may need its outputs from a clone:
 // its outputs' non-forward readers and every clone point of the ops that
 // read them. Sorted, distinct.

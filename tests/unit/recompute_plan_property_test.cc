@@ -158,7 +158,7 @@ TEST(RecomputePlanPropertyTest, RandomGraphs) {
 // of replaying it (AutoRecompute::replay_peaks): each such peak must be the
 // replay's, under limits, budgets and the stash objective.
 TEST(RecomputePlanPropertyTest, ProvenCandidatePeaksAreTheReplays) {
-  int proven = 0, unproven = 0;
+  int proven = 0, unproven = 0, seeds_proven = 0, seeds_unproven = 0;
   for (uint64_t seed = 1; seed <= 40; ++seed) {
     SCOPED_TRACE(::testing::Message() << "seed " << seed);
     testing::RandomGraphOptions graph_options;
@@ -181,13 +181,14 @@ TEST(RecomputePlanPropertyTest, ProvenCandidatePeaksAreTheReplays) {
       runs.back().first_backward_op = FirstBackwardOp(random.graph);
     }
     for (AutoRecompute::Options& options : runs) {
-      // A seed is never proven: the caller replays it.
+      // A seed is proven once the search holds it as given (under a limit,
+      // or within the budget), and checked below like every candidate.
       options.seeds = {RecomputeChoice{problem.eligible, {}}};
       AutoRecompute search(options);
       const std::vector<RecomputeChoice> candidates =
           testing::ValueOrFail(search.Run(problem));
       ASSERT_EQ(search.replay_peaks().size(), candidates.size());
-      EXPECT_EQ(search.replay_peaks()[0], -1);
+      ++(search.replay_peaks()[0] >= 0 ? seeds_proven : seeds_unproven);
       if (search.plain_replay_peak() >= 0) {
         ++proven;
         EXPECT_EQ(search.plain_replay_peak(), plain);
@@ -209,8 +210,13 @@ TEST(RecomputePlanPropertyTest, ProvenCandidatePeaksAreTheReplays) {
   // Most candidates are proven (their peak is where an op runs); some are not.
   EXPECT_GT(proven, 200);
   EXPECT_GT(unproven, 0);
-  std::cout << proven << " proven candidate peaks, " << unproven
-            << " replayed\n";
+  // The seed recomputes every eligible op: within 30% it often fits, within
+  // 2% rarely; under a limit the search holds it as given.
+  EXPECT_GT(seeds_proven, 40);
+  EXPECT_GT(seeds_unproven, 0);
+  std::cout << proven << " proven candidate peaks (" << seeds_proven
+            << " seeds), " << unproven << " replayed (" << seeds_unproven
+            << " seeds)\n";
 }
 
 TEST(RecomputePlanPropertyTest, OptimalOnSmallRandomGraphs) {

@@ -89,12 +89,10 @@ Evaluated SelectBest(const RecomputeProblem& problem,
   for (size_t i = 0; i < candidates.size(); ++i) {
     const RecomputeChoice& plan = candidates[i];
     // The search often returns a seed or an earlier start's plan again.
-    const bool seen =
-        std::any_of(candidates.begin(), candidates.begin() + i,
-                    [&](const RecomputeChoice& earlier) {
-                      return earlier.recompute == plan.recompute &&
-                             earlier.splits == plan.splits;
-                    });
+    const bool seen = std::any_of(candidates.begin(), candidates.begin() + i,
+                                  [&](const RecomputeChoice& earlier) {
+                                    return SameChoice(earlier, plan);
+                                  });
     if (!seen) consider(plan, search.replay_peaks()[i]);
   }
   return *std::move(best);

@@ -87,6 +87,14 @@ absl::StatusOr<std::vector<RecomputeChoice>> AutoRecompute::Run(
   std::vector<std::vector<OpIndex>> points;  // AssignWithinBudget's scratch
   std::vector<RecomputeChoice> starts = {
       RecomputeChoice{RecomputeSet(problem.num_ops(), 0), {}}};
+  // starts[k], k >= 1, is seed k - 1, candidate k - 1. Once the state holds
+  // a seed as given, the seed's peak is proven like any other candidate's.
+  auto prove_seed = [&](size_t k) {
+    if (k == 0 || replay_peaks_[k - 1] >= 0) return;
+    if (SameChoice(state.plan(), starts[k])) {
+      replay_peaks_[k - 1] = state.ReplayPeak().value_or(-1);
+    }
+  };
   for (const RecomputeChoice& seed : options_.seeds) {
     candidates.push_back(seed);  // as they are: the caller replays them
     replay_peaks_.push_back(-1);
@@ -113,11 +121,13 @@ absl::StatusOr<std::vector<RecomputeChoice>> AutoRecompute::Run(
             static_cast<int64_t>(factor * static_cast<double>(limit)));
       }
     }
-    for (const RecomputeChoice& start : starts) {
+    for (size_t k = 0; k < starts.size(); ++k) {
+      const RecomputeChoice& start = starts[k];
       for (int64_t target : targets) {
         SearchGoal goal;
         goal.limit = target;
         state.Assign(start);
+        prove_seed(k);
         if (search.Greedy(goal)) {
           search.Cleanup(limit);
           search.LocalSearch(limit, local_trials);
@@ -131,9 +141,11 @@ absl::StatusOr<std::vector<RecomputeChoice>> AutoRecompute::Run(
     goal.limit_mode = false;
     goal.budget = options_.max_overhead_ratio * problem.baseline_cost;
     int64_t plain_peak = 0;
-    for (const RecomputeChoice& start : starts) {
+    for (size_t k = 0; k < starts.size(); ++k) {
+      const RecomputeChoice& start = starts[k];
       AssignWithinBudget(problem, start, goal.budget, state, points);
-      if (&start == &starts.front()) plain_peak = state.Peak();  // empty plan
+      prove_seed(k);
+      if (k == 0) plain_peak = state.Peak();  // empty plan
       // Descent: greedy within the budget back to its lowest peak, clean up
       // at that peak to free budget, and go again while the peak improves.
       int64_t peak = state.Peak();

@@ -77,8 +77,8 @@ class AutoRecompute {
   bool depth_bound_hit() const { return depth_bound_hit_; }
   // After Run, one per candidate: its replayed peak where the search's
   // state proved it (RecomputeState::ReplayPeak), so that the caller need
-  // not replay it to rank it; -1 where it did not (the seeds, a peak in a
-  // pre slot).
+  // not replay it to rank it; -1 where it did not (a peak in a pre slot, a
+  // seed the search never held as given: trimmed to the budget).
   const std::vector<int64_t>& replay_peaks() const { return replay_peaks_; }
   // After Run: the plain schedule's peak, likewise (-1 where unproven).
   int64_t plain_replay_peak() const { return plain_replay_peak_; }
