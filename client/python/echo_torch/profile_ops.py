@@ -20,10 +20,12 @@ noisy. The times are taken outside the profiler (its bookkeeping would be
 counted), as what the op costs in op-by-op execution: on the CPU its call;
 on a GPU its host dispatch or its kernels' time, whichever is longer, since
 the GPU runs behind the host (kernels are timed by CUDA events while the GPU
-is held busy, so that the events see the kernels and not the dispatch). By
-default echod's cost model (and its node's profile cache) gives the times,
-so the same model and server give the same plan. The RNG state is restored
-afterwards, so the runs are invisible to training.
+is held busy, so that the events see the kernels and not the dispatch; an
+op that synchronizes inside, such as nonzero, waits out the hold too and
+reads high by up to about 1 ms). By default echod's cost model (and its
+node's profile cache) gives the times, so the same model and server give
+the same plan. The RNG state is restored afterwards, so the runs are
+invisible to training.
 """
 import math
 import time
