@@ -6,7 +6,6 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "planner/byte_size.h"
 #include "planner/recompute/search/stash_cut.h"
 #include "planner/recompute/search/union_find.h"
@@ -65,17 +64,19 @@ std::vector<std::vector<int32_t>> RegionSteps(const Graph& graph,
   return regions;
 }
 
-std::string NameList(const Graph& graph, const std::vector<int32_t>& items,
-                     bool ops) {
-  std::vector<std::string> names;
+// Appends the first three names of `items` (ops or tensors), quoted, and
+// how many more there are. Into `out`: a plan may have 10k regions.
+void AppendNameList(const Graph& graph, const std::vector<int32_t>& items,
+                    bool ops, std::string& out) {
   for (size_t i = 0; i < items.size() && i < 3; ++i) {
-    names.push_back(ops ? OpDisplayName(graph.op(items[i]))
-                        : graph.tensor(items[i]).id);
+    absl::StrAppend(
+        &out, i == 0 ? "'" : ", '",
+        ops ? OpDisplayName(graph.op(items[i])) : graph.tensor(items[i]).id,
+        "'");
   }
-  std::string list = absl::StrCat("'", absl::StrJoin(names, "', '"), "'");
-  if (items.size() > 3)
-    absl::StrAppend(&list, " and ", items.size() - 3, " more");
-  return list;
+  if (items.size() > 3) {
+    absl::StrAppend(&out, " and ", items.size() - 3, " more");
+  }
 }
 
 }  // namespace
@@ -264,29 +265,36 @@ absl::StatusOr<RecomputePlan> BuildPlanFromSchedule(
         }
       }
     }
-    const int32_t before_step = steps.back() + 1;
-    std::string before = "the end";
-    for (int32_t step = before_step; step < num_steps; ++step) {
-      if (!schedule[step].recompute) {
-        before = absl::StrCat("op '", graph.op(schedule[step].op).id, "'");
-        break;
-      }
+    std::string& text = region.explanation;
+    absl::StrAppend(&text, "re-runs ", region.ops.size(), " op(s) (");
+    AppendNameList(graph, region.ops, true, text);
+    absl::StrAppend(&text, ") before ");
+    int32_t before_step = steps.back() + 1;
+    while (before_step < num_steps && schedule[before_step].recompute) {
+      ++before_step;
     }
-    region.explanation = absl::StrFormat(
-        "re-runs %d op(s) (%s) before %s from %d stashed tensor(s)%s, cost "
-        "%.6g; frees %d stashed tensor(s)%s, %s at the peak",
-        region.ops.size(), NameList(graph, region.ops, true), before,
-        region.source_tensors.size(),
-        region.source_tensors.empty()
-            ? ""
-            : absl::StrCat(" (", NameList(graph, region.source_tensors, false),
-                           ")"),
-        region.recompute_cost, region.freed_tensors.size(),
-        region.freed_tensors.empty()
-            ? ""
-            : absl::StrCat(" (", NameList(graph, region.freed_tensors, false),
-                           ")"),
-        HumanBytes(region.bytes_saved_at_peak));
+    if (before_step < num_steps) {
+      absl::StrAppend(&text, "op '", graph.op(schedule[before_step].op).id,
+                      "'");
+    } else {
+      absl::StrAppend(&text, "the end");
+    }
+    absl::StrAppend(&text, " from ", region.source_tensors.size(),
+                    " stashed tensor(s)");
+    if (!region.source_tensors.empty()) {
+      absl::StrAppend(&text, " (");
+      AppendNameList(graph, region.source_tensors, false, text);
+      absl::StrAppend(&text, ")");
+    }
+    absl::StrAppendFormat(&text, ", cost %.6g; frees %d stashed tensor(s)",
+                          region.recompute_cost, region.freed_tensors.size());
+    if (!region.freed_tensors.empty()) {
+      absl::StrAppend(&text, " (");
+      AppendNameList(graph, region.freed_tensors, false, text);
+      absl::StrAppend(&text, ")");
+    }
+    absl::StrAppend(&text, ", ", HumanBytes(region.bytes_saved_at_peak),
+                    " at the peak");
     for (TensorIndex t : region.source_tensors) listed[t] = 0;
     for (int32_t step : steps) {
       for (TensorIndex t : graph.op(schedule[step].op).outputs)

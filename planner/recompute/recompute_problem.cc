@@ -170,8 +170,10 @@ Schedule ScheduleFromClonePoints(
 }
 
 int32_t RecomputeChainDepth(const RecomputeProblem& problem,
-                            const RecomputeChoice& plan) {
-  return ChainDepthOfClonePoints(problem, ClonePoints(problem, plan));
+                            const RecomputeChoice& plan,
+                            std::vector<std::vector<OpIndex>>& points) {
+  ClonePointsInto(problem, plan.recompute, plan.splits, points);
+  return ChainDepthOfClonePoints(problem, points);
 }
 
 int32_t ChainDepthOfClonePoints(

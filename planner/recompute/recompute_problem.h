@@ -111,9 +111,11 @@ inline Schedule ScheduleFromRecomputeSet(const RecomputeProblem& problem,
   return ScheduleFromRecomputeChoice(problem, RecomputeChoice{recompute, {}});
 }
 
-// Longest chain of recomputed ops (an op reading a recomputed op's output).
+// Longest chain of recomputed ops (an op reading a recomputed op's output);
+// `points`: ClonePointsInto's scratch, so that several plans allocate once.
 int32_t RecomputeChainDepth(const RecomputeProblem& problem,
-                            const RecomputeChoice& plan);
+                            const RecomputeChoice& plan,
+                            std::vector<std::vector<OpIndex>>& points);
 // The same from the plan's ClonePoints.
 int32_t ChainDepthOfClonePoints(
     const RecomputeProblem& problem,

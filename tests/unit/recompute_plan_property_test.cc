@@ -155,8 +155,10 @@ TEST(RecomputePlanPropertyTest, RandomGraphs) {
 }
 
 // AUTO's selection ranks a candidate by the peak the search proved instead
-// of replaying it (AutoRecompute::replay_peaks): each such peak must be the
-// replay's, under limits, budgets and the stash objective.
+// of replaying it (AutoRecompute::replay_peaks), and leaves out those whose
+// lower bound or cost shows they cannot win: each proven peak must be the
+// replay's, each bound at most it, each cost the schedule's, under limits,
+// budgets and the stash objective.
 TEST(RecomputePlanPropertyTest, ProvenCandidatePeaksAreTheReplays) {
   int proven = 0, unproven = 0, seeds_proven = 0, seeds_unproven = 0;
   for (uint64_t seed = 1; seed <= 40; ++seed) {
@@ -193,17 +195,29 @@ TEST(RecomputePlanPropertyTest, ProvenCandidatePeaksAreTheReplays) {
         ++proven;
         EXPECT_EQ(search.plain_replay_peak(), plain);
       }
+      ASSERT_EQ(search.replay_lower_bounds().size(), candidates.size());
+      ASSERT_EQ(search.candidate_costs().size(), candidates.size());
       for (size_t i = 0; i < candidates.size(); ++i) {
+        const Schedule schedule =
+            ScheduleFromRecomputeChoice(problem, candidates[i]);
+        const SimulationResult replay = testing::ValueOrFail(
+            ReplaySchedule(random.graph, schedule, memory));
+        // The selection leaves out, unscheduled, a candidate whose lower
+        // bound cannot beat the best so far or whose cost is over the
+        // budget: both must hold of the replay.
+        const int64_t lower = search.replay_lower_bounds()[i];
+        EXPECT_LE(lower, replay.peak_bytes) << "candidate " << i;
+        const double cost = RecomputeCost(problem.op_costs, schedule);
+        EXPECT_NEAR(search.candidate_costs()[i], cost, 1e-9 * (1 + cost))
+            << "candidate " << i;
         const int64_t replay_peak = search.replay_peaks()[i];
         if (replay_peak < 0) {
           ++unproven;
           continue;
         }
         ++proven;
-        const SimulationResult replay = testing::ValueOrFail(ReplaySchedule(
-            random.graph, ScheduleFromRecomputeChoice(problem, candidates[i]),
-            memory));
         EXPECT_EQ(replay_peak, replay.peak_bytes) << "candidate " << i;
+        EXPECT_EQ(lower, replay_peak) << "candidate " << i;
       }
     }
   }

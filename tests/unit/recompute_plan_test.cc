@@ -208,7 +208,9 @@ TEST(RecomputePlanTest, AutoMeetsALimitAtTheLeastCost) {
   EXPECT_THAT(TensorIds(graph, region.source_tensors), ElementsAre("a"));
   EXPECT_THAT(TensorIds(graph, region.freed_tensors), ElementsAre("b"));
   EXPECT_EQ(region.recompute_cost, 1);
-  EXPECT_THAT(region.explanation, HasSubstr("before op 'b3'"));
+  EXPECT_EQ(region.explanation,
+            "re-runs 1 op(s) ('f2') before op 'b3' from 1 stashed tensor(s) "
+            "('a'), cost 1; frees 1 stashed tensor(s) ('b'), 0 B at the peak");
   EXPECT_THAT(plan.message, HasSubstr("meets the memory limit"));
 }
 

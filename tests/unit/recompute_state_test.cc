@@ -28,6 +28,28 @@ TEST(MaxSegmentTreeTest, RangeAddAndMax) {
   tree.Add(4, 4, 40);
   EXPECT_EQ(tree.Max(), 30);
   EXPECT_EQ(tree.ArgMax(), 4);
+  // Odd positions: 15 -10.
+  EXPECT_EQ(tree.OddMax(), 15);
+}
+
+TEST(MaxSegmentTreeTest, OddMaxEqualsTheScanOnRandomAdds) {
+  std::mt19937 rng(7);
+  for (int size : {2, 3, 8, 33, 100}) {
+    MaxSegmentTree tree(size);
+    std::vector<int64_t> values(size, 0);
+    for (int round = 0; round < 200; ++round) {
+      const int32_t lo = rng() % size;
+      const int32_t hi = lo + rng() % (size - lo);
+      const int64_t delta = static_cast<int64_t>(rng() % 2001) - 1000;
+      tree.Add(lo, hi, delta);
+      for (int32_t k = lo; k <= hi; ++k) values[k] += delta;
+      int64_t odd_max = values[1];
+      for (int32_t k = 1; k < size; k += 2) {
+        odd_max = std::max(odd_max, values[k]);
+      }
+      ASSERT_EQ(tree.OddMax(), odd_max) << "size " << size;
+    }
+  }
 }
 
 // Checks the model of `state` against a replay of its schedule.
@@ -39,6 +61,7 @@ void ExpectMatchesReplay(const RecomputeProblem& problem,
   ASSERT_TRUE(replay.ok()) << replay.status();
   int32_t step = 0;
   int64_t peak = 0;
+  int64_t main_max = 0;
   double cost = 0;
   for (OpIndex o = 0; o < problem.num_ops(); ++o) {
     int64_t clone_max = 0;
@@ -54,9 +77,25 @@ void ExpectMatchesReplay(const RecomputeProblem& problem,
         << "op " << o;
     peak = std::max({peak, state.SlotValue(RecomputeState::PreSlot(o)),
                      state.SlotValue(RecomputeState::MainSlot(o))});
+    main_max = std::max(main_max, replay->step_bytes[step]);
     ++step;
   }
   EXPECT_EQ(state.Peak(), peak);
+  // The selection's lower bound (auto_pass.cc): the replay's original
+  // steps, never above its peak.
+  EXPECT_EQ(state.MainSlotMax(), main_max);
+  EXPECT_LE(state.MainSlotMax(), replay->peak_bytes);
+  // Covers (the clones' span first, then the list) against the instances.
+  for (TensorIndex t = 0; t < problem.graph.num_tensors(); ++t) {
+    for (int32_t slot = 0; slot < state.num_slots(); ++slot) {
+      bool covers = state.original(t).Covers(slot);
+      for (const RecomputeState::Interval& clone : state.clones(t)) {
+        covers = covers || clone.Covers(slot);
+      }
+      ASSERT_EQ(state.Covers(t, slot), covers)
+          << "tensor " << t << " slot " << slot;
+    }
+  }
   EXPECT_GE(state.Peak(), replay->peak_bytes);
   if (std::optional<int64_t> replay_peak = state.ReplayPeak()) {
     EXPECT_EQ(*replay_peak, replay->peak_bytes);
@@ -85,7 +124,8 @@ bool RandomChange(int move, const std::vector<OpIndex>& eligible,
     for (RecomputeState* state : states) state->Set(o, in_set);
     return true;
   }
-  const std::vector<OpIndex> needs = first.NeedPoints(o);
+  std::vector<OpIndex> needs;
+  first.NeedPointsInto(o, needs);
   if (needs.empty()) return false;
   const OpIndex point = needs[rng() % needs.size()];
   const std::vector<OpIndex>& splits = first.splits(o);

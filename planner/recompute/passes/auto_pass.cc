@@ -40,22 +40,41 @@ bool Better(const Evaluated& a, const Evaluated& b,
   return a.peak < b.peak || (a.peak == b.peak && a.cost < b.cost);
 }
 
+// Whether a candidate whose replayed peak is at least `lower` is never
+// Better than `best`, whatever its cost. With a memory limit, only when
+// `best` meets it: below it a candidate left out could have set
+// `bound_hit`, which sends RunAuto deeper.
+bool CannotBeat(int64_t lower, const Evaluated& best, int64_t plain_peak,
+                const std::optional<int64_t>& memory_limit, bool by_stash) {
+  if (by_stash) return lower > plain_peak;  // rejected above the plain peak
+  if (memory_limit.has_value()) {
+    return best.peak <= *memory_limit && lower > *memory_limit;
+  }
+  return lower > best.peak;
+}
+
 // Replays each distinct candidate within the depth bound and keeps the best
-// under the budget (Better); `bound_hit` is set when the bound left one
-// out. A candidate whose peak the search proved (`search.replay_peaks()`,
-// one per candidate, and the plain schedule's; -1 where unknown) is ranked
-// by it without a replay: at 100k ops each replay is ~40 ms. The plain
-// schedule is always a candidate, so the result is never worse than it.
+// under the budget (Better; among equals, the first); `bound_hit` is set
+// when the bound left one out. A candidate whose peak the search proved
+// (`search.replay_peaks()`, one per candidate, and the plain schedule's; -1
+// where unknown) is ranked by it without a replay: at 100k ops each replay
+// is ~30 ms. The candidates go lowest bound first (`replay_lower_bounds()`),
+// and one that cannot beat the best so far (CannotBeat) is not even
+// scheduled, nor is one the search's cost shows over the budget: the answer
+// is the same as replaying all. The plain schedule is
+// always a candidate, so the result is never worse than it.
 Evaluated SelectBest(const RecomputeProblem& problem,
                      const std::vector<RecomputeChoice>& candidates,
                      const AutoRecompute& search, int32_t depth,
                      const std::optional<int64_t>& memory_limit,
                      double cost_budget, bool by_stash, bool& bound_hit) {
   std::optional<Evaluated> best;
+  size_t best_position = 0;  // in the candidates' order, the plain first
   std::optional<int64_t> plain_peak;
   // Kept across candidates: one list per op, allocated once.
   std::vector<std::vector<OpIndex>> points;
-  auto consider = [&](const RecomputeChoice& plan, int64_t replay_peak) {
+  auto consider = [&](const RecomputeChoice& plan, int64_t replay_peak,
+                      size_t position) {
     // One pass over the graph for both the depth and the schedule.
     ClonePointsInto(problem, plan.recompute, plan.splits, points);
     if (ChainDepthOfClonePoints(problem, points) > depth) {
@@ -80,20 +99,37 @@ Evaluated SelectBest(const RecomputeProblem& problem,
       if (e.peak > *plain_peak) return;
       e.stash_bytes = StashBytes(problem.graph, e.schedule, problem.memory);
     }
-    if (!best.has_value() || Better(e, *best, memory_limit, by_stash)) {
+    if (!best.has_value() || Better(e, *best, memory_limit, by_stash) ||
+        (position < best_position &&
+         !Better(*best, e, memory_limit, by_stash))) {
       best = std::move(e);
+      best_position = position;
     }
   };
   consider(RecomputeChoice{RecomputeSet(problem.num_ops(), 0), {}},
-           search.plain_replay_peak());
+           search.plain_replay_peak(), 0);
+  std::vector<size_t> order;
   for (size_t i = 0; i < candidates.size(); ++i) {
-    const RecomputeChoice& plan = candidates[i];
     // The search often returns a seed or an earlier start's plan again.
     const bool seen = std::any_of(candidates.begin(), candidates.begin() + i,
                                   [&](const RecomputeChoice& earlier) {
-                                    return SameChoice(earlier, plan);
+                                    return SameChoice(earlier, candidates[i]);
                                   });
-    if (!seen) consider(plan, search.replay_peaks()[i]);
+    if (!seen) order.push_back(i);
+  }
+  const std::vector<int64_t>& lower = search.replay_lower_bounds();
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return lower[a] < lower[b]; });
+  for (size_t i : order) {
+    // Clearly over the budget (beyond the sums' rounding): a trimmed seed.
+    if (!memory_limit.has_value() &&
+        search.candidate_costs()[i] > cost_budget * (1 + 1e-6)) {
+      continue;
+    }
+    if (CannotBeat(lower[i], *best, *plain_peak, memory_limit, by_stash)) {
+      continue;
+    }
+    consider(candidates[i], search.replay_peaks()[i], i + 1);
   }
   return *std::move(best);
 }
@@ -166,8 +202,9 @@ absl::StatusOr<Evaluated> RunAuto(const PassInput& input) {
     }
   }
   std::vector<int32_t> seed_depths;
+  std::vector<std::vector<OpIndex>> points;  // allocated once
   for (const RecomputeChoice& seed : seeds) {
-    seed_depths.push_back(RecomputeChainDepth(problem, seed));
+    seed_depths.push_back(RecomputeChainDepth(problem, seed, points));
   }
   int32_t depth = options.max_recompute_depth;
   if (depth == 0) {

@@ -19,11 +19,12 @@ constexpr double kTighterTargets[] = {0.97, 0.94};
 // `budget`: keeps the cheapest ops whose clone costs add up to the budget,
 // then drops more one by one if chains made it dearer. The plan's clones
 // and cost come from its clone points alone (`points`: scratch), so that the
-// state is rebuilt once, for what is kept.
-void AssignWithinBudget(const RecomputeProblem& problem,
-                        const RecomputeChoice& plan, double budget,
-                        RecomputeState& state,
-                        std::vector<std::vector<OpIndex>>& points) {
+// state is rebuilt once, for what is kept. Returns the cost of the whole
+// plan, summed as RecomputeState::Assign sums it.
+double AssignWithinBudget(const RecomputeProblem& problem,
+                          const RecomputeChoice& plan, double budget,
+                          RecomputeState& state,
+                          std::vector<std::vector<OpIndex>>& points) {
   ClonePointsInto(problem, plan.recompute, plan.splits, points);
   // Summed as RecomputeState::Assign sums it.
   double cost = 0;
@@ -32,7 +33,7 @@ void AssignWithinBudget(const RecomputeProblem& problem,
   }
   if (cost <= budget) {
     state.Assign(plan);
-    return;
+    return cost;
   }
   std::vector<OpIndex> ops;
   for (OpIndex o = 0; o < problem.num_ops(); ++o) {
@@ -57,6 +58,7 @@ void AssignWithinBudget(const RecomputeProblem& problem,
        ++it) {
     state.Set(*it, false);
   }
+  return cost;
 }
 
 }  // namespace
@@ -78,13 +80,20 @@ absl::StatusOr<std::vector<RecomputeChoice>> AutoRecompute::Run(
   }
   std::vector<RecomputeChoice> candidates;
   replay_peaks_.clear();
+  replay_lower_bounds_.clear();
+  candidate_costs_.clear();
   plain_replay_peak_ = state.ReplayPeak().value_or(-1);  // nothing planned yet
   // The plan the state holds, with its replayed peak when the state knows it.
   auto keep_state_plan = [&] {
     candidates.push_back(state.plan());
     replay_peaks_.push_back(state.ReplayPeak().value_or(-1));
+    replay_lower_bounds_.push_back(state.MainSlotMax());
+    candidate_costs_.push_back(state.cost());
   };
   std::vector<std::vector<OpIndex>> points;  // AssignWithinBudget's scratch
+  // The state still holds the empty plan it was built with, the first start:
+  // at 100k ops a rebuild is ~13 ms.
+  bool fresh = true;
   std::vector<RecomputeChoice> starts = {
       RecomputeChoice{RecomputeSet(problem.num_ops(), 0), {}}};
   // starts[k], k >= 1, is seed k - 1, candidate k - 1. Once the state holds
@@ -93,12 +102,20 @@ absl::StatusOr<std::vector<RecomputeChoice>> AutoRecompute::Run(
     if (k == 0 || replay_peaks_[k - 1] >= 0) return;
     if (SameChoice(state.plan(), starts[k])) {
       replay_peaks_[k - 1] = state.ReplayPeak().value_or(-1);
+      replay_lower_bounds_[k - 1] = state.MainSlotMax();
     }
   };
-  for (const RecomputeChoice& seed : options_.seeds) {
+  for (RecomputeChoice seed : options_.seeds) {
+    // Without the ops no clone can run (the state drops them too), so that
+    // the state can hold the seed as given.
+    for (OpIndex o = 0; o < problem.num_ops(); ++o) {
+      seed.recompute[o] = seed.recompute[o] && problem.can_clone[o];
+    }
     candidates.push_back(seed);  // as they are: the caller replays them
     replay_peaks_.push_back(-1);
-    starts.push_back(seed);
+    replay_lower_bounds_.push_back(0);
+    candidate_costs_.push_back(0);  // set when the search assigns it
+    starts.push_back(std::move(seed));
   }
   // Re-insertion trials: a bounded number on graphs small enough for the
   // exact greedy; with effort 2, on every graph and every op.
@@ -126,7 +143,9 @@ absl::StatusOr<std::vector<RecomputeChoice>> AutoRecompute::Run(
       for (int64_t target : targets) {
         SearchGoal goal;
         goal.limit = target;
-        state.Assign(start);
+        if (k > 0 || !fresh) state.Assign(start);
+        fresh = false;
+        if (k > 0) candidate_costs_[k - 1] = state.cost();
         prove_seed(k);
         if (search.Greedy(goal)) {
           search.Cleanup(limit);
@@ -143,7 +162,12 @@ absl::StatusOr<std::vector<RecomputeChoice>> AutoRecompute::Run(
     int64_t plain_peak = 0;
     for (size_t k = 0; k < starts.size(); ++k) {
       const RecomputeChoice& start = starts[k];
-      AssignWithinBudget(problem, start, goal.budget, state, points);
+      if (k > 0 || !fresh) {
+        const double start_cost =
+            AssignWithinBudget(problem, start, goal.budget, state, points);
+        if (k > 0) candidate_costs_[k - 1] = start_cost;
+      }
+      fresh = false;
       prove_seed(k);
       if (k == 0) plain_peak = state.Peak();  // empty plan
       // Descent: greedy within the budget back to its lowest peak, clean up

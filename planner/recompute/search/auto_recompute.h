@@ -80,6 +80,19 @@ class AutoRecompute {
   // not replay it to rank it; -1 where it did not (a peak in a pre slot, a
   // seed the search never held as given: trimmed to the budget).
   const std::vector<int64_t>& replay_peaks() const { return replay_peaks_; }
+  // After Run, one per candidate: a lower bound of its replayed peak (its
+  // highest main slot), equal to the proven peak where there is one; 0 for
+  // a seed the search never held as given. The selection need not replay
+  // (or even schedule) a candidate this bound shows cannot win.
+  const std::vector<int64_t>& replay_lower_bounds() const {
+    return replay_lower_bounds_;
+  }
+  // After Run, one per candidate: its clone cost as the search summed it
+  // (within rounding of the schedule's RecomputeCost), so that the
+  // selection can leave out a plan clearly over the budget unscheduled.
+  const std::vector<double>& candidate_costs() const {
+    return candidate_costs_;
+  }
   // After Run: the plain schedule's peak, likewise (-1 where unproven).
   int64_t plain_replay_peak() const { return plain_replay_peak_; }
 
@@ -87,6 +100,8 @@ class AutoRecompute {
   Options options_;
   bool depth_bound_hit_ = false;
   std::vector<int64_t> replay_peaks_;
+  std::vector<int64_t> replay_lower_bounds_;
+  std::vector<double> candidate_costs_;
   int64_t plain_replay_peak_ = -1;
 };
 

@@ -50,10 +50,16 @@ class RecomputeSearch::Impl {
     exact_moves_ =
         batch_ ? std::clamp<size_t>(problem.num_ops() / 1000, 48, 1024) : 256;
     // Only an eligible producer's output can make a move (RankedMoves).
+    // Kept in arrays of their own, with their static scores: every scan
+    // reads them all, and a Tensor spans several cache lines.
     for (TensorIndex t = 0; t < problem.graph.num_tensors(); ++t) {
       const OpIndex p = problem.graph.tensor(t).producer;
       if (p != kNoOp && problem.tensor_bytes[t] > 0 && problem.eligible[p]) {
         movable_.push_back(t);
+        movable_producer_.push_back(p);
+        movable_per_cost_.push_back(
+            static_cast<double>(problem.tensor_bytes[t]) /
+            std::max(problem.op_costs[p], cost_floor_));
       }
     }
   }
@@ -264,7 +270,8 @@ class RecomputeSearch::Impl {
   // The first need point of `op` whose clone would start after `slot` and is
   // not a clone point yet; kNoOp when none.
   OpIndex SplitPointAfter(OpIndex op, int32_t slot) const {
-    const std::vector<OpIndex> needs = state_.NeedPoints(op);
+    std::vector<OpIndex>& needs = needs_scratch_;
+    state_.NeedPointsInto(op, needs);
     auto it = std::upper_bound(
         needs.begin(), needs.end(), slot,
         [](int32_t s, OpIndex b) { return s < RecomputeState::PreSlot(b); });
@@ -310,13 +317,7 @@ class RecomputeSearch::Impl {
     std::vector<SearchStep> applied;
     std::vector<SearchStep> level = {first};
     const int32_t max_levels = std::min(max_depth_, 8);
-    auto covers = [&](TensorIndex t) {
-      if (state_.original(t).Covers(slot)) return true;
-      for (const RecomputeState::Interval& clone : state_.clones(t)) {
-        if (clone.Covers(slot)) return true;
-      }
-      return false;
-    };
+    auto covers = [&](TensorIndex t) { return state_.Covers(t, slot); };
     for (int32_t depth = 0; depth < max_levels && !level.empty(); ++depth) {
       std::vector<TensorIndex> watched;
       for (const SearchStep& step : level) {
@@ -355,7 +356,8 @@ class RecomputeSearch::Impl {
           step = SearchStep{p, kNoOp};
         } else {
           if (!problem_.eligible[p] || banned_[p]) continue;
-          const std::vector<OpIndex> needs = state_.NeedPoints(p);
+          std::vector<OpIndex>& needs = needs_scratch_;
+          state_.NeedPointsInto(p, needs);
           if (!std::binary_search(needs.begin(), needs.end(), first.point)) {
             continue;
           }
@@ -376,27 +378,18 @@ class RecomputeSearch::Impl {
   // stashed output or idle clone covers the slot, ranked by bytes per cost,
   // the top exact_moves_ of them evaluated exactly (with their chains).
   std::vector<SearchMove> RankedMoves(const SearchGoal& goal, int32_t slot) {
-    const Graph& graph = problem_.graph;
     ++stamp_;
-    struct Candidate {
-      OpIndex op;
-      bool split;  // its split point is found only if it is evaluated
-      double static_score;
-    };
-    std::vector<Candidate> candidates;
-    for (TensorIndex t : movable_) {
-      const OpIndex p = graph.tensor(t).producer;
-      const int64_t bytes = problem_.tensor_bytes[t];
+    std::vector<Candidate>& candidates = candidates_;
+    candidates.clear();
+    for (size_t i = 0; i < movable_.size(); ++i) {
+      const TensorIndex t = movable_[i];
+      const OpIndex p = movable_producer_[i];
       if (seen_[p] == stamp_) continue;
-      bool covers = state_.original(t).Covers(slot);
-      const bool addable = covers && Addable(p);
-      for (const RecomputeState::Interval& clone : state_.clones(t)) {
-        covers = covers || clone.Covers(slot);
-      }
-      if (!covers) continue;
+      // A stashed original can go with its op; any instance can be split.
+      const bool addable = state_.original(t).Covers(slot) && Addable(p);
+      if (!addable && !state_.Covers(t, slot)) continue;
       seen_[p] = stamp_;
-      const double per_cost = static_cast<double>(bytes) /
-                              std::max(problem_.op_costs[p], cost_floor_);
+      const double per_cost = movable_per_cost_[i];
       if (addable) candidates.push_back({p, false, per_cost});
       // Or keep the instance that covers the slot only up to its last use
       // before it, and clone again at the next use after it.
@@ -431,13 +424,25 @@ class RecomputeSearch::Impl {
     return moves;
   }
 
+  struct Candidate {
+    OpIndex op;
+    bool split;  // its split point is found only if it is evaluated
+    double static_score;
+  };
+
   const RecomputeProblem& problem_;
   const int32_t max_depth_;
   RecomputeState state_;
   std::vector<uint8_t> banned_;
   std::vector<uint32_t> seen_;
-  // Tensors with bytes whose producer is eligible, in index order.
+  // Tensors with bytes whose producer is eligible, in index order, with
+  // their producers and bytes per unit of the producer's cost.
   std::vector<TensorIndex> movable_;
+  std::vector<OpIndex> movable_producer_;
+  std::vector<double> movable_per_cost_;
+  std::vector<Candidate> candidates_;  // RankedMoves' scratch
+  // NeedPointsInto's, read at once (SplitPointAfter is const).
+  mutable std::vector<OpIndex> needs_scratch_;
   uint32_t stamp_ = 0;
   double cost_floor_ = 1e-12;
   // Apply several ranked moves per scan (large graphs).

@@ -55,8 +55,10 @@ void RecomputeState::Assign(const RecomputeChoice& plan) {
   }
   original_.assign(graph_.num_tensors(), Interval{});
   clones_.resize(graph_.num_tensors());
+  clone_span_.resize(graph_.num_tensors());
   for (TensorIndex t = 0; t < graph_.num_tensors(); ++t) {
-    ComputeIntervals(t, original_[t], clones_[t]);
+    ComputeIntervals(t, original_[t], clones_scratch_);
+    SetClones(t, clones_scratch_);
     const int64_t bytes = problem_.tensor_bytes[t];
     auto add = [&](const Interval& interval) {
       if (interval.empty()) return;
@@ -92,10 +94,11 @@ void RecomputeState::ComputeIntervals(TensorIndex t, Interval& original,
       p != kNoOp && !clone_points_[p].empty() && graph_.RemadeOnRecompute(t)
           ? &clone_points_[p]
           : nullptr;
-  // Latest pre slot of a clone that reads t.
+  // Latest pre slot of a clone that reads t. Only plan ops have clone
+  // points: in_plan_ is packed, clone_points_[r] a cache miss per reader.
   int32_t clone_use = -1;
   for (OpIndex r : readers) {
-    if (!clone_points_[r].empty()) {
+    if (in_plan_[r] && !clone_points_[r].empty()) {
       clone_use = std::max(clone_use, PreSlot(clone_points_[r].back()));
     }
   }
@@ -116,6 +119,7 @@ void RecomputeState::ComputeIntervals(TensorIndex t, Interval& original,
   int32_t original_end =
       split == readers.begin() ? created : MainSlot(*(split - 1));
   for (OpIndex r : readers) {
+    if (!in_plan_[r]) continue;
     for (OpIndex c : clone_points_[r]) {
       if (c >= first) break;
       original_end = std::max(original_end, PreSlot(c));
@@ -136,6 +140,7 @@ void RecomputeState::ComputeIntervals(TensorIndex t, Interval& original,
   for (auto it = split; it != readers.end(); ++it)
     uses.push_back(MainSlot(*it));
   for (OpIndex r : readers) {
+    if (!in_plan_[r]) continue;
     for (OpIndex c : clone_points_[r]) uses.push_back(PreSlot(c));
   }
   std::sort(uses.begin(), uses.end());
@@ -191,7 +196,19 @@ void RecomputeState::Refresh(TensorIndex t) {
         StashContribution(t, original) - StashContribution(t, original_[t]);
   }
   original_[t] = original;
+  SetClones(t, clones);
+}
+
+void RecomputeState::SetClones(TensorIndex t,
+                               const std::vector<Interval>& clones) {
   clones_[t].assign(clones.begin(), clones.end());
+  Interval span;
+  for (const Interval& clone : clones) {
+    if (clone.empty()) continue;
+    span.lo = span.empty() ? clone.lo : std::min(span.lo, clone.lo);
+    span.hi = std::max(span.hi, clone.hi);
+  }
+  clone_span_[t] = span;
 }
 
 int64_t RecomputeState::StashContribution(TensorIndex t,
@@ -277,8 +294,9 @@ void RecomputeState::ComputeClonePoints(OpIndex x,
                                         std::vector<OpIndex>& points) const {
   points.clear();
   if (!splits_[x].empty()) {
-    points =
-        ClonePointsFromNeeds(NeedPoints(x), &splits_[x], recompute_[x] != 0);
+    NeedPointsInto(x, needs_scratch_);
+    ClonePointsFromNeedsInto(needs_scratch_, &splits_[x], recompute_[x] != 0,
+                             points);
     return;
   }
   if (!recompute_[x]) return;

@@ -60,20 +60,27 @@ class RecomputeState {
     return clone_points_[op];
   }
   const std::vector<OpIndex>& splits(OpIndex op) const { return splits_[op]; }
-  std::vector<OpIndex> NeedPoints(OpIndex op) const {
-    return planner::NeedPoints(problem_, clone_points_, op);
+  // Into `needs` (the search's scratch: no allocation per question).
+  void NeedPointsInto(OpIndex op, std::vector<OpIndex>& needs) const {
+    planner::NeedPointsInto(problem_, clone_points_, op, needs);
   }
 
   int64_t Peak() const { return tree_.Max(); }
   int32_t PeakSlot() const { return tree_.ArgMax(); }
-  // The replay's peak when the highest slot is a main slot (exact there,
-  // and every slot bounds its steps from above); nullopt when it is a pre
-  // slot, whose clones the replay may run at lower bytes.
+  // The replay's peak when a highest slot is a main slot (exact there, and
+  // every slot bounds its steps from above); nullopt when only pre slots
+  // are that high, whose clones the replay may run at lower bytes.
   std::optional<int64_t> ReplayPeak() const {
     const int32_t slot = PeakSlot();
-    if (slot != MainSlot(OpOfSlot(slot))) return std::nullopt;
+    // A main slot as high as the pre slot proves it as well.
+    if (slot != MainSlot(OpOfSlot(slot)) && MainSlotMax() < Peak()) {
+      return std::nullopt;
+    }
     return Peak();
   }
+  // The highest main slot: a lower bound of the replay's peak (its steps
+  // equal the main slots), equal to it where ReplayPeak() knows it.
+  int64_t MainSlotMax() const { return tree_.OddMax(); }
   int64_t SlotValue(int32_t slot) const { return tree_.Value(slot); }
   int64_t RangeMax(int32_t lo, int32_t hi) const {
     return tree_.RangeMax(lo, hi);
@@ -86,6 +93,17 @@ class RecomputeState {
   const Interval& original(TensorIndex t) const { return original_[t]; }
   const std::vector<Interval>& clones(TensorIndex t) const {
     return clones_[t];
+  }
+  // Whether an instance of `t` (its original or a clone) holds its bytes at
+  // `slot`. The search asks it of every tensor per scan: a clone list is
+  // read only when the clones' span covers the slot.
+  bool Covers(TensorIndex t, int32_t slot) const {
+    if (original_[t].Covers(slot)) return true;
+    if (!clone_span_[t].Covers(slot)) return false;
+    for (const Interval& clone : clones_[t]) {
+      if (clone.Covers(slot)) return true;
+    }
+    return false;
   }
 
   // The stash objective: from now on, StashBytes() sums the forward-made,
@@ -151,6 +169,9 @@ class RecomputeState {
   std::vector<std::vector<OpIndex>> clone_points_;
   std::vector<Interval> original_;
   std::vector<std::vector<Interval>> clones_;
+  // Per tensor, from its first clone's start to its last clone's end.
+  std::vector<Interval> clone_span_;
+  void SetClones(TensorIndex t, const std::vector<Interval>& clones);
   int64_t StashContribution(TensorIndex t, const Interval& original) const;
 
   // Stash tracking (TrackStash): -1 when off.
@@ -179,6 +200,7 @@ class RecomputeState {
   mutable uint32_t chain_stamp_ = 0;
   mutable std::vector<OpIndex> chain_heap_, chain_dirty_;
   std::vector<Interval> clones_scratch_;
+  mutable std::vector<OpIndex> needs_scratch_;  // ComputeClonePoints'
   std::vector<OpIndex> pending_scratch_, changed_scratch_, points_scratch_;
   std::vector<int64_t> slot_scratch_;  // Assign's per-slot sums
 };

@@ -76,6 +76,29 @@ int64_t MaxSegmentTree::Value(int32_t position) const {
   return value;
 }
 
+int64_t MaxSegmentTree::OddMax() const {
+  if (size_ < 2) return 0;
+  int64_t best = kPadding;
+  OddMax(1, 0, best);
+  return best;
+}
+
+void MaxSegmentTree::OddMax(int32_t node, int64_t above, int64_t& best) const {
+  if (max_[node] + above <= best) return;
+  if (node >= leaves_) {
+    if ((node - leaves_) % 2 == 1) best = max_[node] + above;
+    return;
+  }
+  // Leaves sit at the bottom, so a node's value includes its own pending
+  // add: its children see it in `above`.
+  above += pending_[node];
+  // The larger child first, so that the other is usually cut.
+  const int32_t first =
+      max_[2 * node] >= max_[2 * node + 1] ? 2 * node : 2 * node + 1;
+  OddMax(first, above, best);
+  OddMax(first ^ 1, above, best);
+}
+
 int64_t MaxSegmentTree::RangeMax(int32_t lo, int32_t hi) const {
   return RangeMax(1, 0, leaves_ - 1, lo, hi);
 }

@@ -25,12 +25,17 @@ class MaxSegmentTree {
   // Max over lo..hi (inclusive); lo <= hi.
   int64_t RangeMax(int32_t lo, int32_t hi) const;
   int64_t Value(int32_t position) const;
+  // Max over the odd positions (0 when there are none); branch and bound:
+  // a subtree is entered only while it could beat the best found.
+  int64_t OddMax() const;
 
  private:
   // Recomputes the ancestors of two leaves (node indices, first <= last).
   void Pull(int32_t first, int32_t last);
   int64_t RangeMax(int32_t node, int32_t node_lo, int32_t node_hi, int32_t lo,
                    int32_t hi) const;
+  // OddMax below `node`, whose ancestors' pending adds sum to `above`.
+  void OddMax(int32_t node, int64_t above, int64_t& best) const;
 
   int32_t size_ = 0;
   int32_t leaves_ = 1;  // power of two >= size_
