@@ -35,6 +35,7 @@ void RecomputeState::Assign(const RecomputeChoice& plan) {
   in_plan_.resize(n);
   for (OpIndex o = 0; o < n; ++o) SyncInPlan(o);
   ClonePointsInto(problem_, recompute_, splits_, clone_points_);
+  BuildReaderPoints();
   cost_ = 0;
   clone_workspace_.clear();
   // Per slot, the change in live bytes; then their running sums.
@@ -94,14 +95,10 @@ void RecomputeState::ComputeIntervals(TensorIndex t, Interval& original,
       p != kNoOp && !clone_points_[p].empty() && graph_.RemadeOnRecompute(t)
           ? &clone_points_[p]
           : nullptr;
-  // Latest pre slot of a clone that reads t. Only plan ops have clone
-  // points: in_plan_ is packed, clone_points_[r] a cache miss per reader.
-  int32_t clone_use = -1;
-  for (OpIndex r : readers) {
-    if (in_plan_[r] && !clone_points_[r].empty()) {
-      clone_use = std::max(clone_use, PreSlot(clone_points_[r].back()));
-    }
-  }
+  // Latest pre slot of a clone that reads t.
+  const std::vector<OpIndex>& reader_points = reader_points_[t];
+  const int32_t clone_use =
+      reader_points.empty() ? -1 : PreSlot(reader_points.back());
   const int32_t last_read = readers.empty() ? -1 : MainSlot(readers.back());
   if (p == kNoOp) {
     // Graph inputs nobody reads are never allocated.
@@ -118,12 +115,10 @@ void RecomputeState::ComputeIntervals(TensorIndex t, Interval& original,
   const auto split = std::lower_bound(readers.begin(), readers.end(), first);
   int32_t original_end =
       split == readers.begin() ? created : MainSlot(*(split - 1));
-  for (OpIndex r : readers) {
-    if (!in_plan_[r]) continue;
-    for (OpIndex c : clone_points_[r]) {
-      if (c >= first) break;
-      original_end = std::max(original_end, PreSlot(c));
-    }
+  const auto first_late =
+      std::lower_bound(reader_points.begin(), reader_points.end(), first);
+  if (first_late != reader_points.begin()) {
+    original_end = std::max(original_end, PreSlot(*(first_late - 1)));
   }
   original = Interval{created, original_end};
   if (points->size() == 1) {
@@ -139,11 +134,10 @@ void RecomputeState::ComputeIntervals(TensorIndex t, Interval& original,
   uses.clear();
   for (auto it = split; it != readers.end(); ++it)
     uses.push_back(MainSlot(*it));
-  for (OpIndex r : readers) {
-    if (!in_plan_[r]) continue;
-    for (OpIndex c : clone_points_[r]) uses.push_back(PreSlot(c));
-  }
-  std::sort(uses.begin(), uses.end());
+  const size_t main_uses = uses.size();
+  for (OpIndex c : reader_points) uses.push_back(PreSlot(c));
+  // Two ascending runs.
+  std::inplace_merge(uses.begin(), uses.begin() + main_uses, uses.end());
   auto use = uses.begin();
   for (size_t k = 0; k < points->size(); ++k) {
     const int32_t lo = PreSlot((*points)[k]);
@@ -255,7 +249,69 @@ void RecomputeState::SetClonePoints(OpIndex q,
     cost_ += problem_.op_costs[q];
     if (workspace > 0) UpdateWorkspace(at, workspace, true);
   }
+  MoveReaderPoints(q, clone_points_[q], points);
   clone_points_[q].assign(points.begin(), points.end());
+}
+
+template <typename Visit>
+void RecomputeState::ForEachDistinctInput(OpIndex q, const Visit& visit) const {
+  if (++input_stamp_ == 0) {  // wrapped: no stale mark may match
+    std::fill(input_mark_.begin(), input_mark_.end(), 0);
+    input_stamp_ = 1;
+  }
+  for (TensorIndex t : graph_.op(q).inputs) {
+    if (input_mark_[t] == input_stamp_) continue;
+    input_mark_[t] = input_stamp_;
+    visit(t);
+  }
+}
+
+void RecomputeState::MoveReaderPoints(OpIndex q,
+                                      const std::vector<OpIndex>& from,
+                                      const std::vector<OpIndex>& to) {
+  if (from == to) return;
+  ForEachDistinctInput(q, [&](TensorIndex t) {
+    std::vector<OpIndex>& list = reader_points_[t];
+    for (OpIndex point : from) {
+      list.erase(std::lower_bound(list.begin(), list.end(), point));
+    }
+    for (OpIndex point : to) {
+      list.insert(std::upper_bound(list.begin(), list.end(), point), point);
+    }
+  });
+}
+
+void RecomputeState::BuildReaderPoints() {
+  reader_points_.resize(graph_.num_tensors());
+  input_mark_.resize(graph_.num_tensors(), 0);
+  for (std::vector<OpIndex>& list : reader_points_) list.clear();
+  for (OpIndex q = 0; q < graph_.num_ops(); ++q) {
+    const std::vector<OpIndex>& points = clone_points_[q];
+    if (points.empty()) continue;
+    ForEachDistinctInput(q, [&](TensorIndex t) {
+      std::vector<OpIndex>& list = reader_points_[t];
+      const size_t sorted = list.size();
+      list.insert(list.end(), points.begin(), points.end());
+      std::inplace_merge(list.begin(), list.begin() + sorted, list.end());
+    });
+  }
+}
+
+void RecomputeState::NeedPointsInto(OpIndex op,
+                                    std::vector<OpIndex>& needs) const {
+  // planner::NeedPointsInto, with each output's readers' clone points read
+  // from one list.
+  needs.clear();
+  for (TensorIndex t : graph_.op(op).outputs) {
+    if (!graph_.RemadeOnRecompute(t)) continue;  // the original serves them
+    const std::vector<OpIndex>& readers = graph_.tensor(t).readers;
+    needs.insert(needs.end(), readers.begin() + problem_.split_reader[t],
+                 readers.end());
+    needs.insert(needs.end(), reader_points_[t].begin(),
+                 reader_points_[t].end());
+  }
+  std::sort(needs.begin(), needs.end());
+  needs.erase(std::unique(needs.begin(), needs.end()), needs.end());
 }
 
 void RecomputeState::Set(OpIndex op, bool in_set) {
@@ -311,11 +367,7 @@ void RecomputeState::ComputeClonePoints(OpIndex x,
     if (problem_.split_reader[t] < static_cast<int32_t>(readers.size())) {
       consider(readers[problem_.split_reader[t]]);
     }
-    for (OpIndex r : readers) {
-      if (!clone_points_[r].empty()) {
-        consider(clone_points_[r].front());
-      }
-    }
+    if (!reader_points_[t].empty()) consider(reader_points_[t].front());
   }
   if (first != kNoOp) points.push_back(first);
 }

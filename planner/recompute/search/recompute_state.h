@@ -60,10 +60,9 @@ class RecomputeState {
     return clone_points_[op];
   }
   const std::vector<OpIndex>& splits(OpIndex op) const { return splits_[op]; }
-  // Into `needs` (the search's scratch: no allocation per question).
-  void NeedPointsInto(OpIndex op, std::vector<OpIndex>& needs) const {
-    planner::NeedPointsInto(problem_, clone_points_, op, needs);
-  }
+  // planner::NeedPointsInto of the current plan, from reader_points_, into
+  // `needs` (the search's scratch: no allocation per question).
+  void NeedPointsInto(OpIndex op, std::vector<OpIndex>& needs) const;
 
   int64_t Peak() const { return tree_.Max(); }
   int32_t PeakSlot() const { return tree_.ArgMax(); }
@@ -167,6 +166,22 @@ class RecomputeState {
     in_plan_[op] = recompute_[op] != 0 || !splits_[op].empty();
   }
   std::vector<std::vector<OpIndex>> clone_points_;
+  // Per tensor, its readers' clone points, ascending (each reader's once;
+  // readers may share a point): what ComputeIntervals and NeedPointsInto
+  // read instead of every reader's list. A tensor read by thousands of ops
+  // (an attention memory, by each decoder step) made each refresh a cache
+  // miss per reader, and AUTO superlinear in the sequence length.
+  std::vector<std::vector<OpIndex>> reader_points_;
+  // Moves q's clone points from `from` to `to` in its inputs' lists.
+  void MoveReaderPoints(OpIndex q, const std::vector<OpIndex>& from,
+                        const std::vector<OpIndex>& to);
+  // Rebuilds reader_points_ from clone_points_ (Assign).
+  void BuildReaderPoints();
+  // q's inputs, each once (an op may read a tensor twice).
+  template <typename Visit>
+  void ForEachDistinctInput(OpIndex q, const Visit& visit) const;
+  mutable std::vector<uint32_t> input_mark_;
+  mutable uint32_t input_stamp_ = 0;
   std::vector<Interval> original_;
   std::vector<std::vector<Interval>> clones_;
   // Per tensor, from its first clone's start to its last clone's end.
