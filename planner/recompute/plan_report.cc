@@ -188,9 +188,11 @@ absl::StatusOr<int64_t> StashLowerBound(const RecomputeProblem& problem,
 absl::StatusOr<RecomputePlan> BuildPlanFromSchedule(
     const Graph& graph, const std::vector<double>& op_costs,
     const MemoryModelOptions& memory, int64_t baseline_peak_bytes,
-    Schedule schedule) {
-  ASSIGN_OR_RETURN(SimulationResult replay,
-                   ReplaySchedule(graph, schedule, memory));
+    Schedule schedule, std::optional<SimulationResult> given_replay) {
+  if (!given_replay.has_value()) {
+    ASSIGN_OR_RETURN(given_replay, ReplaySchedule(graph, schedule, memory));
+  }
+  const SimulationResult& replay = *given_replay;
   RecomputePlan plan;
   plan.baseline_peak_bytes = baseline_peak_bytes;
   plan.planned_peak_bytes = replay.peak_bytes;

@@ -5,6 +5,7 @@
 #define ECHO_PLANNER_RECOMPUTE_PLAN_REPORT_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,11 +19,13 @@ namespace echo::planner {
 
 // Replays `schedule` (an error if it is invalid) and fills schedule, stash,
 // regions, baseline/planned peaks and costs. Leaves feasible, solver fields,
-// lower bound and message to the caller.
+// lower bound and message to the caller. `replay`: the schedule's replay
+// under `memory` where the caller already has it (AUTO's selection), so
+// that a 100k-op plan is not replayed twice.
 absl::StatusOr<RecomputePlan> BuildPlanFromSchedule(
     const Graph& graph, const std::vector<double>& op_costs,
     const MemoryModelOptions& memory, int64_t baseline_peak_bytes,
-    Schedule schedule);
+    Schedule schedule, std::optional<SimulationResult> replay = std::nullopt);
 
 // Forward-produced tensors whose original instance the backward reads (the
 // stash), ascending; and their allocated bytes.

@@ -6,6 +6,7 @@
 #ifndef ECHO_PLANNER_RECOMPUTE_RECOMPUTE_PASS_H_
 #define ECHO_PLANNER_RECOMPUTE_RECOMPUTE_PASS_H_
 
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -39,6 +40,9 @@ struct PassOutput {
   // with objective stash_bytes); 0: none. The plan's stash_lower_bound_bytes
   // is the larger of it and the minimum cut's.
   int64_t stash_bound_bytes = 0;
+  // The schedule's replay, where the pass made it (AUTO's selection
+  // replays the candidates it cannot prove): the plan reuses it.
+  std::optional<SimulationResult> replay;
 };
 
 class RecomputePass {

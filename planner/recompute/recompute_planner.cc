@@ -179,9 +179,9 @@ absl::StatusOr<RecomputePlan> PlanOneGraph(const Graph& graph,
                        : pass.Run(input));
   if (options.interrupted) RETURN_IF_ERROR(options.interrupted());
 
-  absl::StatusOr<RecomputePlan> plan =
-      BuildPlanFromSchedule(graph, op_costs, options.memory,
-                            budget.baseline_peak, std::move(output.schedule));
+  absl::StatusOr<RecomputePlan> plan = BuildPlanFromSchedule(
+      graph, op_costs, options.memory, budget.baseline_peak,
+      std::move(output.schedule), std::move(output.replay));
   if (!plan.ok()) {
     return absl::InternalError(absl::StrCat(
         "policy ", RecomputePolicyName(options.policy),

@@ -93,6 +93,7 @@ Evaluated SelectBest(const RecomputeProblem& problem,
           ReplaySchedule(problem.graph, e.schedule, problem.memory);
       if (!replay.ok()) return;  // cannot happen for a recompute choice
       e.peak = replay->peak_bytes;
+      e.replay = *std::move(replay);
     }
     if (!plain_peak.has_value()) plain_peak = e.peak;  // the first: plain
     if (by_stash) {
@@ -240,6 +241,7 @@ class AutoPass final : public RecomputePass {
     ASSIGN_OR_RETURN(Evaluated best, RunAuto(input));
     PassOutput output;
     output.schedule = std::move(best.schedule);
+    output.replay = std::move(best.replay);
     return output;
   }
 };

@@ -5,6 +5,7 @@
 #define ECHO_PLANNER_RECOMPUTE_PASSES_AUTO_PASS_H_
 
 #include <cstdint>
+#include <optional>
 
 #include "absl/status/statusor.h"
 #include "planner/memory_simulator.h"
@@ -18,6 +19,8 @@ struct Evaluated {
   int64_t peak = 0;
   double cost = 0;
   int64_t stash_bytes = 0;
+  // The schedule's replay, when the selection made one.
+  std::optional<SimulationResult> replay;
 };
 
 // AUTO's best schedule for the input's budget.
