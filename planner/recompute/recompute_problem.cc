@@ -55,19 +55,14 @@ OpIndex FirstBackwardOp(const Graph& graph) {
 void NeedPointsInto(const RecomputeProblem& problem,
                     const std::vector<std::vector<OpIndex>>& points, OpIndex op,
                     std::vector<OpIndex>& needs) {
-  const Graph& graph = problem.graph;
-  needs.clear();
-  for (TensorIndex t : graph.op(op).outputs) {
-    if (!graph.RemadeOnRecompute(t)) continue;  // the original serves them
-    const std::vector<OpIndex>& readers = graph.tensor(t).readers;
-    needs.insert(needs.end(), readers.begin() + problem.split_reader[t],
-                 readers.end());
-    for (OpIndex r : readers) {
-      needs.insert(needs.end(), points[r].begin(), points[r].end());
-    }
-  }
-  std::sort(needs.begin(), needs.end());
-  needs.erase(std::unique(needs.begin(), needs.end()), needs.end());
+  NeedPointsWith(
+      problem, op,
+      [&](TensorIndex t, std::vector<OpIndex>& out) {
+        for (OpIndex r : problem.graph.tensor(t).readers) {
+          out.insert(out.end(), points[r].begin(), points[r].end());
+        }
+      },
+      needs);
 }
 
 std::vector<OpIndex> NeedPoints(const RecomputeProblem& problem,

@@ -13,6 +13,7 @@
 #ifndef ECHO_PLANNER_RECOMPUTE_RECOMPUTE_PROBLEM_H_
 #define ECHO_PLANNER_RECOMPUTE_RECOMPUTE_PROBLEM_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -77,6 +78,25 @@ std::vector<OpIndex> NeedPoints(const RecomputeProblem& problem,
 void NeedPointsInto(const RecomputeProblem& problem,
                     const std::vector<std::vector<OpIndex>>& points, OpIndex op,
                     std::vector<OpIndex>& needs);
+// The rule both forms share: `append_reader_points(t, needs)` appends the
+// clone points of t's readers, so that a caller holding them per tensor
+// (RecomputeState) reads one list instead of one per reader.
+template <typename AppendReaderPoints>
+void NeedPointsWith(const RecomputeProblem& problem, OpIndex op,
+                    AppendReaderPoints&& append_reader_points,
+                    std::vector<OpIndex>& needs) {
+  const Graph& graph = problem.graph;
+  needs.clear();
+  for (TensorIndex t : graph.op(op).outputs) {
+    if (!graph.RemadeOnRecompute(t)) continue;  // the original serves them
+    const std::vector<OpIndex>& readers = graph.tensor(t).readers;
+    needs.insert(needs.end(), readers.begin() + problem.split_reader[t],
+                 readers.end());
+    append_reader_points(t, needs);
+  }
+  std::sort(needs.begin(), needs.end());
+  needs.erase(std::unique(needs.begin(), needs.end()), needs.end());
+}
 
 // In the set: the first need point plus every split that is a later need
 // point. Outside: the splits that are need points.

@@ -299,19 +299,13 @@ void RecomputeState::BuildReaderPoints() {
 
 void RecomputeState::NeedPointsInto(OpIndex op,
                                     std::vector<OpIndex>& needs) const {
-  // planner::NeedPointsInto, with each output's readers' clone points read
-  // from one list.
-  needs.clear();
-  for (TensorIndex t : graph_.op(op).outputs) {
-    if (!graph_.RemadeOnRecompute(t)) continue;  // the original serves them
-    const std::vector<OpIndex>& readers = graph_.tensor(t).readers;
-    needs.insert(needs.end(), readers.begin() + problem_.split_reader[t],
-                 readers.end());
-    needs.insert(needs.end(), reader_points_[t].begin(),
-                 reader_points_[t].end());
-  }
-  std::sort(needs.begin(), needs.end());
-  needs.erase(std::unique(needs.begin(), needs.end()), needs.end());
+  NeedPointsWith(
+      problem_, op,
+      [&](TensorIndex t, std::vector<OpIndex>& out) {
+        out.insert(out.end(), reader_points_[t].begin(),
+                   reader_points_[t].end());
+      },
+      needs);
 }
 
 void RecomputeState::Set(OpIndex op, bool in_set) {
