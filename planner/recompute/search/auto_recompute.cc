@@ -175,7 +175,9 @@ absl::StatusOr<std::vector<RecomputeChoice>> AutoRecompute::Run(
       int64_t peak = state.Peak();
       for (int round = 0; round < 8; ++round) {
         search.Greedy(goal);
-        search.RewindToBest();
+        // Unchanged since the last round's cleanup at this peak: another
+        // would try the same removals (at 100k ops, 2,048 failing ones).
+        if (!search.RewindToBest() && round > 0) break;
         search.Cleanup(search.best_peak());
         if (round > 0 && search.best_peak() >= peak) break;
         peak = search.best_peak();

@@ -1,8 +1,11 @@
 #include "planner/recompute/search/recompute_search.h"
 
 #include <algorithm>
+#include <functional>
 #include <tuple>
 #include <utility>
+
+#include "planner/recompute/search/copy_classes.h"
 
 namespace echo::planner {
 
@@ -62,6 +65,15 @@ class RecomputeSearch::Impl {
             std::max(problem.op_costs[p], cost_floor_));
       }
     }
+    if (batch_) {
+      copy_classes_ = CopyClasses(problem);
+      const int32_t num_classes =
+          copy_classes_.empty() ? 0
+                                : 1 + *std::max_element(copy_classes_.begin(),
+                                                        copy_classes_.end());
+      group_stamp_of_.assign(2 * static_cast<size_t>(num_classes), 0);
+      group_of_.assign(2 * static_cast<size_t>(num_classes), 0);
+    }
   }
 
   static constexpr size_t kMinCleanupTries = 256;
@@ -69,6 +81,8 @@ class RecomputeSearch::Impl {
   static constexpr size_t kMaxBatchCleanupTries = 2048;
   // Graphs up to this many ops get one move per scan.
   static constexpr int32_t kExactGraphOps = 600;
+  // A move's copies are tried until this many in a row do not help.
+  static constexpr int32_t kMaxCopyFailures = 8;
 
   RecomputeState& state() { return state_; }
   bool batch() const { return batch_; }
@@ -102,44 +116,61 @@ class RecomputeSearch::Impl {
       if (moves.empty()) return false;
       // The best move applies as evaluated. In batch mode the next ones are
       // re-checked against the new peak and applied while they still help,
-      // saving a scan per move on large graphs.
+      // saving a scan per move on large graphs; so are a move's copies.
       bool applied = false;
-      for (const SearchMove& move : moves) {
-        if (applied && !batch_) break;
-        if (goal.limit_mode && state_.Peak() <= goal.limit) break;
+      auto try_steps = [&](const std::vector<SearchStep>& steps, bool must_help,
+                           bool check_depth) {
         const int64_t peak = state_.Peak();
         const int32_t slot = target_slot();
         const int64_t slot_value = Measure(goal, slot);
         const size_t logged = log_.size();
-        for (const SearchStep& step : move.steps) {
+        for (const SearchStep& step : steps) {
+          if (check_depth && !state_.InPlan(step.op) && !DepthAllows(step.op)) {
+            continue;
+          }
           if (Apply(step)) log_.push_back(step);
         }
         const bool helps = log_.size() > logged && state_.Peak() <= peak &&
                            Measure(goal, slot) < slot_value &&
                            (goal.limit_mode || state_.cost() <= goal.budget);
-        if (applied && !helps) {
+        if (must_help && !helps) {
           while (log_.size() > logged) {
             Revert(log_.back());
             log_.pop_back();
           }
-          continue;
+          return false;
         }
-        applied = true;
         if (key() < best_key) {
           best_steps_ = log_.size();
           best_key = key();
           best_peak_ = state_.Peak();
+        }
+        return true;
+      };
+      auto done = [&] {
+        return goal.limit_mode && state_.Peak() <= goal.limit;
+      };
+      for (const SearchMove& move : moves) {
+        if ((applied && !batch_) || done()) break;
+        applied |= try_steps(move.steps, applied, false);
+        int32_t failures = 0;
+        for (OpIndex copy : move.copies) {
+          if (failures >= kMaxCopyFailures || done()) break;
+          const bool helped = MapMove(move, copy, target_slot(), copy_steps_) &&
+                              try_steps(copy_steps_, true, true);
+          failures = helped ? 0 : failures + 1;
         }
       }
     }
   }
 
   // Undoes the log back to its best prefix.
-  void RewindToBest() {
+  bool RewindToBest() {
     while (log_.size() > best_steps_) {
       Revert(log_.back());
       log_.pop_back();
     }
+    return best_steps_ > 0;
   }
   int64_t best_peak() const { return best_peak_; }
 
@@ -315,21 +346,35 @@ class RecomputeSearch::Impl {
     const int64_t slot_value = Measure(goal, slot);
     const double base_cost = state_.cost();
     std::vector<SearchStep> applied;
+    std::vector<int32_t> applied_origins;
+    std::vector<StepOrigin> origins = {StepOrigin{first.op, -1, -1}};
     std::vector<SearchStep> level = {first};
+    std::vector<int32_t> level_origins = {0};
     const int32_t max_levels = std::min(max_depth_, 8);
     auto covers = [&](TensorIndex t) { return state_.Covers(t, slot); };
+    struct Watched {
+      TensorIndex tensor;
+      int32_t parent;  // into origins
+      int32_t input;
+    };
     for (int32_t depth = 0; depth < max_levels && !level.empty(); ++depth) {
-      std::vector<TensorIndex> watched;
-      for (const SearchStep& step : level) {
-        for (TensorIndex t : graph.op(step.op).inputs) {
-          if (problem_.tensor_bytes[t] > 0 && !covers(t)) watched.push_back(t);
+      std::vector<Watched> watched;
+      for (size_t i = 0; i < level.size(); ++i) {
+        const std::vector<TensorIndex>& inputs = graph.op(level[i].op).inputs;
+        for (size_t k = 0; k < inputs.size(); ++k) {
+          const TensorIndex t = inputs[k];
+          if (problem_.tensor_bytes[t] > 0 && !covers(t)) {
+            watched.push_back({t, level_origins[i], static_cast<int32_t>(k)});
+          }
         }
       }
       bool any = false;
-      for (const SearchStep& step : level) {
+      for (size_t i = 0; i < level.size(); ++i) {
+        const SearchStep& step = level[i];
         if (!state_.InPlan(step.op) && !DepthAllows(step.op)) continue;
         if (!Apply(step)) continue;
         applied.push_back(step);
+        applied_origins.push_back(level_origins[i]);
         any = true;
       }
       if (!any) break;
@@ -340,13 +385,17 @@ class RecomputeSearch::Impl {
         const double score = Score(goal, slot_value, reduction, cost);
         if (score > best.score) {
           best.steps = applied;
+          best.step_origins = applied_origins;
+          best.origins = origins;
           best.cost = cost;
           best.score = score;
         }
       }
       if (!fits) break;
       std::vector<SearchStep> next;
-      for (TensorIndex t : watched) {
+      std::vector<int32_t> next_origins;
+      for (const Watched& w : watched) {
+        const TensorIndex t = w.tensor;
         if (!covers(t)) continue;
         const OpIndex p = graph.tensor(t).producer;
         if (p == kNoOp) continue;
@@ -367,9 +416,13 @@ class RecomputeSearch::Impl {
             std::any_of(next.begin(), next.end(), [&](const SearchStep& s) {
               return s.op == step.op && s.point == step.point;
             });
-        if (!duplicate) next.push_back(step);
+        if (duplicate) continue;
+        next.push_back(step);
+        next_origins.push_back(static_cast<int32_t>(origins.size()));
+        origins.push_back(StepOrigin{p, w.parent, w.input});
       }
       level = std::move(next);
+      level_origins = std::move(next_origins);
     }
     for (auto it = applied.rbegin(); it != applied.rend(); ++it) Revert(*it);
   }
@@ -397,25 +450,24 @@ class RecomputeSearch::Impl {
         candidates.push_back({p, true, per_cost});
       }
     }
-    if (candidates.size() > exact_moves_) {
-      std::nth_element(candidates.begin(), candidates.begin() + exact_moves_,
-                       candidates.end(),
-                       [](const Candidate& a, const Candidate& b) {
-                         return a.static_score > b.static_score;
-                       });
-      candidates.resize(exact_moves_);
-    }
     std::vector<SearchMove> moves;
-    for (const Candidate& candidate : candidates) {
-      SearchStep first{candidate.op, kNoOp};
-      if (candidate.split) {
-        first.point = SplitPointAfter(candidate.op, slot);
-        if (first.point == kNoOp) continue;
+    if (!copy_classes_.empty()) {
+      EvaluateGroups(goal, slot, moves);
+    } else {
+      if (candidates.size() > exact_moves_) {
+        std::nth_element(candidates.begin(), candidates.begin() + exact_moves_,
+                         candidates.end(),
+                         [](const Candidate& a, const Candidate& b) {
+                           return a.static_score > b.static_score;
+                         });
+        candidates.resize(exact_moves_);
       }
-      SearchMove move;
-      EvaluateChain(goal, slot, first, move);
-      if (move.score >= 0 && !move.steps.empty())
-        moves.push_back(std::move(move));
+      for (const Candidate& candidate : candidates) {
+        SearchMove move;
+        if (Evaluate(goal, slot, candidate, move)) {
+          moves.push_back(std::move(move));
+        }
+      }
     }
     std::stable_sort(moves.begin(), moves.end(),
                      [](const SearchMove& a, const SearchMove& b) {
@@ -430,6 +482,150 @@ class RecomputeSearch::Impl {
     double static_score;
   };
 
+  // The best move starting from `candidate`; false when there is none.
+  bool Evaluate(const SearchGoal& goal, int32_t slot,
+                const Candidate& candidate, SearchMove& move) {
+    SearchStep first{candidate.op, kNoOp};
+    if (candidate.split) {
+      first.point = SplitPointAfter(candidate.op, slot);
+      if (first.point == kNoOp) return false;
+    }
+    EvaluateChain(goal, slot, first, move);
+    return move.score >= 0 && !move.steps.empty();
+  }
+
+  // Batch mode: the candidates grouped by copy class and kind. The top
+  // exact_moves_ groups by static score have one member evaluated (the
+  // middle one: a run of layers differs most at its ends), whose move
+  // carries the others as copies (the greedy checks each on the whole
+  // graph).
+  void EvaluateGroups(const SearchGoal& goal, int32_t slot,
+                      std::vector<SearchMove>& moves) {
+    const std::vector<Candidate>& candidates = candidates_;
+    ++group_stamp_;
+    groups_.clear();
+    candidate_group_.resize(candidates.size());
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      const Candidate& candidate = candidates[i];
+      const size_t key = 2 * static_cast<size_t>(copy_classes_[candidate.op]) +
+                         candidate.split;
+      if (group_stamp_of_[key] != group_stamp_) {
+        group_stamp_of_[key] = group_stamp_;
+        group_of_[key] = static_cast<int32_t>(groups_.size());
+        groups_.push_back(Group{candidate.static_score, 0, 0});
+      }
+      Group& group = groups_[group_of_[key]];
+      group.score = std::max(group.score, candidate.static_score);
+      ++group.size;
+      candidate_group_[i] = group_of_[key];
+    }
+    // Members by group, in candidate order.
+    int32_t offset = 0;
+    for (Group& group : groups_) {
+      group.begin = offset;
+      offset += group.size;
+      group.size = 0;
+    }
+    group_members_.resize(candidates.size());
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      Group& group = groups_[candidate_group_[i]];
+      group_members_[group.begin + group.size++] = static_cast<int32_t>(i);
+    }
+    group_order_.resize(groups_.size());
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      group_order_[g] = static_cast<int32_t>(g);
+    }
+    auto by_score = [&](int32_t a, int32_t b) {
+      return std::make_pair(-groups_[a].score, a) <
+             std::make_pair(-groups_[b].score, b);
+    };
+    // The groups of the top exact_moves_ candidates (those the exact path
+    // would weigh), one evaluation each.
+    if (candidates.size() > exact_moves_) {
+      std::vector<double>& scores = score_scratch_;
+      scores.clear();
+      for (const Candidate& candidate : candidates) {
+        scores.push_back(candidate.static_score);
+      }
+      std::nth_element(scores.begin(), scores.begin() + (exact_moves_ - 1),
+                       scores.end(), std::greater<double>());
+      const double threshold = scores[exact_moves_ - 1];
+      group_order_.erase(
+          std::remove_if(
+              group_order_.begin(), group_order_.end(),
+              [&](int32_t g) { return groups_[g].score < threshold; }),
+          group_order_.end());
+    }
+    std::sort(group_order_.begin(), group_order_.end(), by_score);
+    if (group_order_.size() > exact_moves_) group_order_.resize(exact_moves_);
+    for (int32_t g : group_order_) {
+      const Group& group = groups_[g];
+      const int32_t chosen = group.begin + group.size / 2;
+      SearchMove move;
+      if (!Evaluate(goal, slot, candidates[group_members_[chosen]], move)) {
+        continue;
+      }
+      for (int32_t m = group.begin; m < group.begin + group.size; ++m) {
+        if (m != chosen)
+          move.copies.push_back(candidates[group_members_[m]].op);
+      }
+      moves.push_back(std::move(move));
+    }
+  }
+
+  // The steps of `move` on `copy`, an op of its first step's copy class:
+  // each op the move reached, found on the copy along the same inputs and
+  // of the same class. False when the copy differs or its first step no
+  // longer applies; later steps that do not apply are left out.
+  bool MapMove(const SearchMove& move, OpIndex copy, int32_t slot,
+               std::vector<SearchStep>& steps) {
+    const Graph& graph = problem_.graph;
+    std::vector<OpIndex>& mapped = mapped_scratch_;
+    mapped.resize(move.origins.size());
+    mapped[0] = copy;
+    for (size_t i = 1; i < move.origins.size(); ++i) {
+      const StepOrigin& origin = move.origins[i];
+      const std::vector<TensorIndex>& inputs =
+          graph.op(mapped[origin.parent]).inputs;
+      if (static_cast<size_t>(origin.input) >= inputs.size()) return false;
+      const OpIndex p = graph.tensor(inputs[origin.input]).producer;
+      if (p == kNoOp || copy_classes_[p] != copy_classes_[origin.op]) {
+        return false;
+      }
+      mapped[i] = p;
+    }
+    const bool split = move.steps.front().point != kNoOp;
+    OpIndex point = kNoOp;
+    if (split) {
+      if (!problem_.eligible[copy] || banned_[copy]) return false;
+      point = SplitPointAfter(copy, slot);
+      if (point == kNoOp) return false;
+    } else if (!Addable(copy)) {
+      return false;
+    }
+    steps.clear();
+    steps.push_back(SearchStep{copy, point});
+    for (size_t j = 1; j < move.step_origins.size(); ++j) {
+      const OpIndex op = mapped[move.step_origins[j]];
+      if (split) {
+        if (!problem_.eligible[op] || banned_[op]) continue;
+        std::vector<OpIndex>& needs = needs_scratch_;
+        state_.NeedPointsInto(op, needs);
+        if (!std::binary_search(needs.begin(), needs.end(), point)) continue;
+      } else if (!Addable(op)) {
+        continue;
+      }
+      steps.push_back(SearchStep{op, point});
+    }
+    return true;
+  }
+
+  struct Group {
+    double score;   // the highest static score of its members
+    int32_t begin;  // into group_members_
+    int32_t size;
+  };
+
   const RecomputeProblem& problem_;
   const int32_t max_depth_;
   RecomputeState state_;
@@ -441,6 +637,19 @@ class RecomputeSearch::Impl {
   std::vector<OpIndex> movable_producer_;
   std::vector<double> movable_per_cost_;
   std::vector<Candidate> candidates_;  // RankedMoves' scratch
+  // Batch mode: per op its copy class; EvaluateGroups' and MapMove's
+  // scratch (group_stamp_of_ and group_of_ per class and kind).
+  std::vector<int32_t> copy_classes_;
+  std::vector<uint32_t> group_stamp_of_;
+  std::vector<int32_t> group_of_;
+  uint32_t group_stamp_ = 0;
+  std::vector<Group> groups_;
+  std::vector<int32_t> candidate_group_;
+  std::vector<int32_t> group_members_;
+  std::vector<int32_t> group_order_;
+  std::vector<OpIndex> mapped_scratch_;
+  std::vector<double> score_scratch_;
+  std::vector<SearchStep> copy_steps_;
   // NeedPointsInto's, read at once (SplitPointAfter is const).
   mutable std::vector<OpIndex> needs_scratch_;
   uint32_t stamp_ = 0;
@@ -467,7 +676,7 @@ void RecomputeSearch::SetStop(std::function<bool()> stop) {
 bool RecomputeSearch::Greedy(const SearchGoal& goal) {
   return impl_->Greedy(goal);
 }
-void RecomputeSearch::RewindToBest() { impl_->RewindToBest(); }
+bool RecomputeSearch::RewindToBest() { return impl_->RewindToBest(); }
 int64_t RecomputeSearch::best_peak() const { return impl_->best_peak(); }
 bool RecomputeSearch::depth_bound_hit() const {
   return impl_->depth_bound_hit();

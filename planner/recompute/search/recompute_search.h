@@ -37,10 +37,25 @@ struct SearchStep {
 bool RemoveStep(const SearchStep& step, RecomputeState& state);
 void RestoreStep(const SearchStep& step, RecomputeState& state);
 
+// Where a move's step came from: the first step (parent -1), or the
+// producer of input `input` of the op of step `parent` (an index into the
+// move's origins).
+struct StepOrigin {
+  OpIndex op = kNoOp;
+  int32_t parent = -1;
+  int32_t input = -1;
+};
+
 struct SearchMove {
   std::vector<SearchStep> steps;
   double cost = 0;  // added clone cost
   double score = -1;
+  // Every op the evaluation reached, from the first (origins[0]), and per
+  // step its index there: enough to find the same move on a copy.
+  std::vector<StepOrigin> origins;
+  std::vector<int32_t> step_origins;
+  // Ops of the first step's copy class to try the move on (batch mode).
+  std::vector<OpIndex> copies;
 };
 
 class RecomputeSearch {
@@ -60,9 +75,10 @@ class RecomputeSearch {
   // never raising the global peak, until the peak is <= goal.limit (limit
   // mode; returns whether it got there) or no move fits the budget. It logs
   // its steps; RewindToBest goes back to the lowest peak (then cost) seen,
-  // or when minimizing the stash, the lowest stash (then peak, then cost).
+  // or when minimizing the stash, the lowest stash (then peak, then cost),
+  // and says whether that differs from the plan the greedy started from.
   bool Greedy(const SearchGoal& goal);
-  void RewindToBest();
+  bool RewindToBest();
   int64_t best_peak() const;
   // Drops recomputed ops and splits, most expensive first, while the peak
   // stays <= limit.
