@@ -65,7 +65,7 @@ double AssignWithinBudget(const RecomputeProblem& problem,
 
 absl::StatusOr<std::vector<RecomputeChoice>> AutoRecompute::Run(
     const RecomputeProblem& problem) {
-  RecomputeSearch search(problem, options_.max_depth);
+  RecomputeSearch search(problem, options_.max_depth, options_.copy_classes);
   // Checked once per search step: the first non-OK status stops the search.
   absl::Status interrupt_status;
   if (options_.interrupted) {

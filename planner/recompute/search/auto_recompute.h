@@ -66,6 +66,9 @@ class AutoRecompute {
     std::vector<RecomputeChoice> seeds;
     // The caller gave up: the search stops and Run returns this status.
     Interrupt interrupted;
+    // CopyClasses of the problem for the batch greedy (null: none), shared
+    // by the searches of one problem.
+    const std::vector<int32_t>* copy_classes = nullptr;
   };
 
   explicit AutoRecompute(Options options) : options_(std::move(options)) {}

@@ -33,7 +33,8 @@ void RestoreStep(const SearchStep& step, RecomputeState& state) {
 
 class RecomputeSearch::Impl {
  public:
-  Impl(const RecomputeProblem& problem, int32_t max_depth)
+  Impl(const RecomputeProblem& problem, int32_t max_depth,
+       const std::vector<int32_t>* copy_classes)
       : problem_(problem),
         max_depth_(max_depth),
         state_(problem),
@@ -42,7 +43,7 @@ class RecomputeSearch::Impl {
     const double mean_cost =
         problem.num_ops() > 0 ? problem.baseline_cost / problem.num_ops() : 0;
     cost_floor_ = std::max(1e-12, 1e-9 * mean_cost);
-    batch_ = problem.num_ops() > kExactGraphOps;
+    batch_ = SearchesInBatches(problem);
     // Every weighed move asks the depth of its chain: kept counts beat walks
     // (at 20% on a 119k-op LSTM, whose ECHO seed chains 1,603 ops, the walks
     // were half of AUTO's time). A plan change recounts only the ops whose
@@ -65,12 +66,12 @@ class RecomputeSearch::Impl {
             std::max(problem.op_costs[p], cost_floor_));
       }
     }
-    if (batch_) {
-      copy_classes_ = CopyClasses(problem);
+    if (batch_ && copy_classes != nullptr) {
+      copy_classes_ = copy_classes;
       const int32_t num_classes =
-          copy_classes_.empty() ? 0
-                                : 1 + *std::max_element(copy_classes_.begin(),
-                                                        copy_classes_.end());
+          copy_classes_->empty() ? 0
+                                 : 1 + *std::max_element(copy_classes_->begin(),
+                                                         copy_classes_->end());
       group_stamp_of_.assign(2 * static_cast<size_t>(num_classes), 0);
       group_of_.assign(2 * static_cast<size_t>(num_classes), 0);
     }
@@ -79,8 +80,6 @@ class RecomputeSearch::Impl {
   static constexpr size_t kMinCleanupTries = 256;
   // Large graphs: cleanup tries per call (the most expensive items first).
   static constexpr size_t kMaxBatchCleanupTries = 2048;
-  // Graphs up to this many ops get one move per scan.
-  static constexpr int32_t kExactGraphOps = 600;
   // A move's copies are tried until this many in a row do not help.
   static constexpr int32_t kMaxCopyFailures = 8;
 
@@ -451,7 +450,7 @@ class RecomputeSearch::Impl {
       }
     }
     std::vector<SearchMove> moves;
-    if (!copy_classes_.empty()) {
+    if (copy_classes_ != nullptr && !copy_classes_->empty()) {
       EvaluateGroups(goal, slot, moves);
     } else {
       if (candidates.size() > exact_moves_) {
@@ -507,8 +506,9 @@ class RecomputeSearch::Impl {
     candidate_group_.resize(candidates.size());
     for (size_t i = 0; i < candidates.size(); ++i) {
       const Candidate& candidate = candidates[i];
-      const size_t key = 2 * static_cast<size_t>(copy_classes_[candidate.op]) +
-                         candidate.split;
+      const size_t key =
+          2 * static_cast<size_t>((*copy_classes_)[candidate.op]) +
+          candidate.split;
       if (group_stamp_of_[key] != group_stamp_) {
         group_stamp_of_[key] = group_stamp_;
         group_of_[key] = static_cast<int32_t>(groups_.size());
@@ -589,7 +589,7 @@ class RecomputeSearch::Impl {
           graph.op(mapped[origin.parent]).inputs;
       if (static_cast<size_t>(origin.input) >= inputs.size()) return false;
       const OpIndex p = graph.tensor(inputs[origin.input]).producer;
-      if (p == kNoOp || copy_classes_[p] != copy_classes_[origin.op]) {
+      if (p == kNoOp || (*copy_classes_)[p] != (*copy_classes_)[origin.op]) {
         return false;
       }
       mapped[i] = p;
@@ -639,7 +639,7 @@ class RecomputeSearch::Impl {
   std::vector<Candidate> candidates_;  // RankedMoves' scratch
   // Batch mode: per op its copy class; EvaluateGroups' and MapMove's
   // scratch (group_stamp_of_ and group_of_ per class and kind).
-  std::vector<int32_t> copy_classes_;
+  const std::vector<int32_t>* copy_classes_ = nullptr;
   std::vector<uint32_t> group_stamp_of_;
   std::vector<int32_t> group_of_;
   uint32_t group_stamp_ = 0;
@@ -664,9 +664,16 @@ class RecomputeSearch::Impl {
   bool depth_bound_hit_ = false;
 };
 
+bool SearchesInBatches(const RecomputeProblem& problem) {
+  // Graphs up to this many ops get one move per scan.
+  constexpr int32_t kExactGraphOps = 600;
+  return problem.num_ops() > kExactGraphOps;
+}
+
 RecomputeSearch::RecomputeSearch(const RecomputeProblem& problem,
-                                 int32_t max_depth)
-    : impl_(std::make_unique<Impl>(problem, max_depth)) {}
+                                 int32_t max_depth,
+                                 const std::vector<int32_t>* copy_classes)
+    : impl_(std::make_unique<Impl>(problem, max_depth, copy_classes)) {}
 RecomputeSearch::~RecomputeSearch() = default;
 RecomputeState& RecomputeSearch::state() { return impl_->state(); }
 bool RecomputeSearch::batch() const { return impl_->batch(); }

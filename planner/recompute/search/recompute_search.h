@@ -16,6 +16,10 @@ namespace echo::planner {
 
 // What the greedy aims at: a memory limit, or the lowest peak within a cost
 // budget (total clone cost).
+// Whether RecomputeSearch applies several moves per scan on `problem`
+// (graphs over 600 ops), and so uses copy classes.
+bool SearchesInBatches(const RecomputeProblem& problem);
+
 struct SearchGoal {
   bool limit_mode = true;
   int64_t limit = 0;
@@ -60,8 +64,11 @@ struct SearchMove {
 
 class RecomputeSearch {
  public:
-  // Chains of recomputed ops stay within `max_depth`.
-  RecomputeSearch(const RecomputeProblem& problem, int32_t max_depth);
+  // Chains of recomputed ops stay within `max_depth`. In batch mode, given
+  // `copy_classes` (CopyClasses of `problem`, outliving the search), the
+  // greedy weighs one copy per class and tries its move on the others.
+  RecomputeSearch(const RecomputeProblem& problem, int32_t max_depth,
+                  const std::vector<int32_t>* copy_classes = nullptr);
   ~RecomputeSearch();
 
   RecomputeState& state();
