@@ -86,6 +86,7 @@ class RecomputeSearch::Impl {
   RecomputeState& state() { return state_; }
   bool batch() const { return batch_; }
   bool depth_bound_hit() const { return depth_bound_hit_; }
+  int64_t copies_applied() const { return copies_applied_; }
   void SetStop(std::function<bool()> stop) { stop_ = std::move(stop); }
   bool Stopped() const { return stop_ && stop_(); }
 
@@ -158,6 +159,7 @@ class RecomputeSearch::Impl {
           const bool helped = MapMove(move, copy, target_slot(), copy_steps_) &&
                               try_steps(copy_steps_, true, true);
           failures = helped ? 0 : failures + 1;
+          copies_applied_ += helped;
         }
       }
     }
@@ -662,6 +664,7 @@ class RecomputeSearch::Impl {
   int64_t best_peak_ = 0;
   std::function<bool()> stop_;
   bool depth_bound_hit_ = false;
+  int64_t copies_applied_ = 0;
 };
 
 bool SearchesInBatches(const RecomputeProblem& problem) {
@@ -685,6 +688,9 @@ bool RecomputeSearch::Greedy(const SearchGoal& goal) {
 }
 bool RecomputeSearch::RewindToBest() { return impl_->RewindToBest(); }
 int64_t RecomputeSearch::best_peak() const { return impl_->best_peak(); }
+int64_t RecomputeSearch::copies_applied() const {
+  return impl_->copies_applied();
+}
 bool RecomputeSearch::depth_bound_hit() const {
   return impl_->depth_bound_hit();
 }

@@ -96,6 +96,9 @@ class RecomputeSearch {
   // Whether the depth bound turned a move down: a deeper bound could then
   // find another plan.
   bool depth_bound_hit() const;
+  // Moves applied on copies of the move weighed (with copy classes), over
+  // the search's life.
+  int64_t copies_applied() const;
 
  private:
   class Impl;
