@@ -1,6 +1,7 @@
-// The moves of AUTO's search over recompute choices, on the interval model of
-// recompute_state.h: the peak-driven greedy, the cleanup and the re-insertion
-// local search (auto_recompute.h describes the strategy).
+// AUTO's search over recompute choices, on the interval model of
+// recompute_state.h: the peak-driven greedy over the moves of search_moves.h,
+// the cleanup and the re-insertion local search (auto_recompute.h describes
+// the strategy).
 #ifndef ECHO_PLANNER_RECOMPUTE_SEARCH_RECOMPUTE_SEARCH_H_
 #define ECHO_PLANNER_RECOMPUTE_SEARCH_RECOMPUTE_SEARCH_H_
 
@@ -11,56 +12,9 @@
 
 #include "planner/recompute/recompute_problem.h"
 #include "planner/recompute/search/recompute_state.h"
+#include "planner/recompute/search/search_moves.h"
 
 namespace echo::planner {
-
-// What the greedy aims at: a memory limit, or the lowest peak within a cost
-// budget (total clone cost).
-// Whether RecomputeSearch applies several moves per scan on `problem`
-// (graphs over 600 ops), and so uses copy classes.
-bool SearchesInBatches(const RecomputeProblem& problem);
-
-struct SearchGoal {
-  bool limit_mode = true;
-  int64_t limit = 0;
-  double budget = 0;
-  // Overhead mode, with the state tracking the stash (TrackStash): lowers
-  // the stash instead of the peak, never raising the global peak.
-  bool minimize_stash = false;
-};
-
-// One change to a plan: add `op` to the set (point == kNoOp), or request a
-// clone of `op` at need point `point`.
-struct SearchStep {
-  OpIndex op = kNoOp;
-  OpIndex point = kNoOp;
-};
-
-// Takes a plan item out of `state` (false when it is not in); RestoreStep
-// puts it back.
-bool RemoveStep(const SearchStep& step, RecomputeState& state);
-void RestoreStep(const SearchStep& step, RecomputeState& state);
-
-// Where a move's step came from: the first step (parent -1), or the
-// producer of input `input` of the op of step `parent` (an index into the
-// move's origins).
-struct StepOrigin {
-  OpIndex op = kNoOp;
-  int32_t parent = -1;
-  int32_t input = -1;
-};
-
-struct SearchMove {
-  std::vector<SearchStep> steps;
-  double cost = 0;  // added clone cost
-  double score = -1;
-  // Every op the evaluation reached, from the first (origins[0]), and per
-  // step its index there: enough to find the same move on a copy.
-  std::vector<StepOrigin> origins;
-  std::vector<int32_t> step_origins;
-  // Ops of the first step's copy class to try the move on (batch mode).
-  std::vector<OpIndex> copies;
-};
 
 class RecomputeSearch {
  public:
