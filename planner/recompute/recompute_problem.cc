@@ -53,7 +53,7 @@ OpIndex FirstBackwardOp(const Graph& graph) {
 }
 
 void NeedPointsInto(const RecomputeProblem& problem,
-                    const std::vector<std::vector<OpIndex>>& points, OpIndex op,
+                    const std::vector<PointList>& points, OpIndex op,
                     std::vector<OpIndex>& needs) {
   NeedPointsWith(
       problem, op,
@@ -65,17 +65,9 @@ void NeedPointsInto(const RecomputeProblem& problem,
       needs);
 }
 
-std::vector<OpIndex> NeedPoints(const RecomputeProblem& problem,
-                                const std::vector<std::vector<OpIndex>>& points,
-                                OpIndex op) {
-  std::vector<OpIndex> needs;
-  NeedPointsInto(problem, points, op, needs);
-  return needs;
-}
-
 void ClonePointsFromNeedsInto(const std::vector<OpIndex>& needs,
                               const std::vector<OpIndex>* splits, bool in_set,
-                              std::vector<OpIndex>& points) {
+                              PointList& points) {
   points.clear();
   if (needs.empty()) return;
   if (in_set) points.push_back(needs.front());
@@ -88,18 +80,10 @@ void ClonePointsFromNeedsInto(const std::vector<OpIndex>& needs,
   }
 }
 
-std::vector<OpIndex> ClonePointsFromNeeds(const std::vector<OpIndex>& needs,
-                                          const std::vector<OpIndex>* splits,
-                                          bool in_set) {
-  std::vector<OpIndex> points;
-  ClonePointsFromNeedsInto(needs, splits, in_set, points);
-  return points;
-}
-
 void ClonePointsInto(const RecomputeProblem& problem,
                      const RecomputeSet& recompute,
                      const std::vector<std::vector<OpIndex>>& splits,
-                     std::vector<std::vector<OpIndex>>& points) {
+                     std::vector<PointList>& points) {
   const Graph& graph = problem.graph;
   points.resize(graph.num_ops());
   std::vector<OpIndex> needs;
@@ -116,9 +100,9 @@ void ClonePointsInto(const RecomputeProblem& problem,
   }
 }
 
-std::vector<std::vector<OpIndex>> ClonePoints(const RecomputeProblem& problem,
-                                              const RecomputeChoice& plan) {
-  std::vector<std::vector<OpIndex>> points;
+std::vector<PointList> ClonePoints(const RecomputeProblem& problem,
+                                   const RecomputeChoice& plan) {
+  std::vector<PointList> points;
   ClonePointsInto(problem, plan.recompute, plan.splits, points);
   return points;
 }
@@ -138,9 +122,8 @@ Schedule ScheduleFromRecomputeChoice(const RecomputeProblem& problem,
   return ScheduleFromClonePoints(problem, ClonePoints(problem, plan));
 }
 
-Schedule ScheduleFromClonePoints(
-    const RecomputeProblem& problem,
-    const std::vector<std::vector<OpIndex>>& points) {
+Schedule ScheduleFromClonePoints(const RecomputeProblem& problem,
+                                 const std::vector<PointList>& points) {
   const Graph& graph = problem.graph;
   // Clones grouped by the op they precede; q ascending keeps graph order.
   std::vector<int32_t> count(graph.num_ops() + 1, 0);
@@ -166,14 +149,13 @@ Schedule ScheduleFromClonePoints(
 
 int32_t RecomputeChainDepth(const RecomputeProblem& problem,
                             const RecomputeChoice& plan,
-                            std::vector<std::vector<OpIndex>>& points) {
+                            std::vector<PointList>& points) {
   ClonePointsInto(problem, plan.recompute, plan.splits, points);
   return ChainDepthOfClonePoints(problem, points);
 }
 
-int32_t ChainDepthOfClonePoints(
-    const RecomputeProblem& problem,
-    const std::vector<std::vector<OpIndex>>& points) {
+int32_t ChainDepthOfClonePoints(const RecomputeProblem& problem,
+                                const std::vector<PointList>& points) {
   const Graph& graph = problem.graph;
   std::vector<int32_t> depth(graph.num_ops(), 0);
   int32_t deepest = 0;
@@ -193,7 +175,7 @@ int32_t ChainDepthOfClonePoints(
 
 double RecomputeCost(const RecomputeProblem& problem,
                      const RecomputeChoice& plan) {
-  const std::vector<std::vector<OpIndex>> points = ClonePoints(problem, plan);
+  const std::vector<PointList> points = ClonePoints(problem, plan);
   double cost = 0;
   for (OpIndex q = 0; q < problem.num_ops(); ++q) {
     cost += problem.op_costs[q] * static_cast<double>(points[q].size());

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "planner/graph.h"
 #include "planner/memory_simulator.h"
 
@@ -24,6 +25,12 @@ namespace echo::planner {
 
 // One flag per op.
 using RecomputeSet = std::vector<uint8_t>;
+
+// Ascending op indices: where one op's clones run, or where a tensor's
+// readers' clones run. Mostly one or two, so held inline: one heap list per
+// op of a seed plan was 300k allocations per AUTO plan at 100k ops, and with
+// their frees a quarter of its time.
+using PointList = absl::InlinedVector<OpIndex, 2>;
 
 struct RecomputeProblem {
   RecomputeProblem(const Graph& graph, const std::vector<double>& op_costs,
@@ -67,16 +74,12 @@ struct RecomputeChoice {
 // no splits written either way (empty, or an empty list per op).
 bool SameChoice(const RecomputeChoice& a, const RecomputeChoice& b);
 
-// Per op: the points (op indices) that may need its outputs from a clone:
-// its outputs' non-forward readers and every clone point of the ops that
-// read them. Sorted, distinct.
-std::vector<OpIndex> NeedPoints(const RecomputeProblem& problem,
-                                const std::vector<std::vector<OpIndex>>& points,
-                                OpIndex op);
-// The same into `needs` (cleared first), so that a caller over many ops
-// reuses one buffer.
+// Per op, into `needs` (cleared first, so that a caller over many ops reuses
+// one buffer): the points (op indices) that may need its outputs from a
+// clone: its outputs' non-forward readers and every clone point (`points`,
+// per op) of the ops that read them. Sorted, distinct.
 void NeedPointsInto(const RecomputeProblem& problem,
-                    const std::vector<std::vector<OpIndex>>& points, OpIndex op,
+                    const std::vector<PointList>& points, OpIndex op,
                     std::vector<OpIndex>& needs);
 // The rule both forms share: `append_reader_points(t, needs)` appends the
 // clone points of t's readers, so that a caller holding them per tensor
@@ -100,32 +103,28 @@ void NeedPointsWith(const RecomputeProblem& problem, OpIndex op,
 
 // In the set: the first need point plus every split that is a later need
 // point. Outside: the splits that are need points.
-std::vector<OpIndex> ClonePointsFromNeeds(const std::vector<OpIndex>& needs,
-                                          const std::vector<OpIndex>* splits,
-                                          bool in_set);
 void ClonePointsFromNeedsInto(const std::vector<OpIndex>& needs,
                               const std::vector<OpIndex>* splits, bool in_set,
-                              std::vector<OpIndex>& points);
+                              PointList& points);
 
 // Per op: the sorted original ops before which a clone of it runs
 // (ClonePointsFromNeeds). Empty when nothing needs it again.
-std::vector<std::vector<OpIndex>> ClonePoints(const RecomputeProblem& problem,
-                                              const RecomputeChoice& plan);
+std::vector<PointList> ClonePoints(const RecomputeProblem& problem,
+                                   const RecomputeChoice& plan);
 // The same into `points`, reusing its lists' storage (splits: empty, or one
 // list per op).
 void ClonePointsInto(const RecomputeProblem& problem,
                      const RecomputeSet& recompute,
                      const std::vector<std::vector<OpIndex>>& splits,
-                     std::vector<std::vector<OpIndex>>& points);
+                     std::vector<PointList>& points);
 
 // The schedule of a plan: before each original op, the clones placed there in
 // graph order.
 Schedule ScheduleFromRecomputeChoice(const RecomputeProblem& problem,
                                      const RecomputeChoice& plan);
 // The same from the plan's ClonePoints.
-Schedule ScheduleFromClonePoints(
-    const RecomputeProblem& problem,
-    const std::vector<std::vector<OpIndex>>& points);
+Schedule ScheduleFromClonePoints(const RecomputeProblem& problem,
+                                 const std::vector<PointList>& points);
 inline Schedule ScheduleFromRecomputeSet(const RecomputeProblem& problem,
                                          const RecomputeSet& recompute) {
   return ScheduleFromRecomputeChoice(problem, RecomputeChoice{recompute, {}});
@@ -135,11 +134,10 @@ inline Schedule ScheduleFromRecomputeSet(const RecomputeProblem& problem,
 // `points`: ClonePointsInto's scratch, so that several plans allocate once.
 int32_t RecomputeChainDepth(const RecomputeProblem& problem,
                             const RecomputeChoice& plan,
-                            std::vector<std::vector<OpIndex>>& points);
+                            std::vector<PointList>& points);
 // The same from the plan's ClonePoints.
-int32_t ChainDepthOfClonePoints(
-    const RecomputeProblem& problem,
-    const std::vector<std::vector<OpIndex>>& points);
+int32_t ChainDepthOfClonePoints(const RecomputeProblem& problem,
+                                const std::vector<PointList>& points);
 
 // Sum of op costs over the clones of the plan.
 double RecomputeCost(const RecomputeProblem& problem,

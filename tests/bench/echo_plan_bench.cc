@@ -26,6 +26,13 @@
 //     relative_cost), e.g. to time `echoctl plan` through echod; --digest
 //     adds a column with a fingerprint of AUTO's schedule, to check that a
 //     change keeps the plans.
+//   echo_plan_bench show
+//   [--graph=NAME|lstm:T|transformer:L|text:PATH|file:PATH]
+//                        [--policy=auto] [--fraction=F|--ratio=R] [--depth=D]
+//                        [--device=h100-80gb] [--all]
+//     One plan: its message, its regions (20, or --all) and the peak's lower
+//     bound. NAME is a Checkmate graph; file:PATH a captured echo.v1.Graph,
+//     priced on --device.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -253,6 +260,24 @@ int Show(const std::map<std::string, std::string>& flags) {
     }
     for (const planner::Op& op : graph->ops())
       costs.push_back(op.relative_cost);
+  } else if (absl::StartsWith(name, "file:")) {
+    // A captured graph (echo.v1.Graph), priced on --device.
+    const std::string path = name.substr(5);
+    const absl::StatusOr<v1::Graph> proto = adapter::LoadGraphFile(path);
+    graph = proto.ok() ? adapter::GraphFromProto(*proto)
+                       : absl::StatusOr<Graph>(proto.status());
+    absl::StatusOr<planner::DeviceSpec> device = planner::FindCatalogDevice(
+        flags.count("device") ? flags.at("device") : "h100-80gb");
+    if (!graph.ok() || !device.ok()) {
+      std::fprintf(
+          stderr, "%s: %s\n", name.c_str(),
+          (graph.ok() ? device.status() : graph.status()).ToString().c_str());
+      return 1;
+    }
+    std::optional<std::vector<double>> priced =
+        PriceOrReport(path, *graph, *device);
+    if (!priced.has_value()) return 1;
+    costs = *std::move(priced);
   } else {
     std::ifstream in(std::string(ECHO_TEST_DATA_DIR) + "/checkmate/" + name +
                      ".json");

@@ -74,7 +74,7 @@ Evaluated SelectBest(const RecomputeProblem& problem,
   size_t best_position = 0;  // in the candidates' order, the plain first
   std::optional<int64_t> plain_peak;
   // Kept across candidates: one list per op, allocated once.
-  std::vector<std::vector<OpIndex>> points;
+  std::vector<PointList> points;
   auto consider = [&](const RecomputeChoice& plan, int64_t replay_peak,
                       size_t position) {
     // One pass over the graph for both the depth and the schedule.
@@ -206,7 +206,7 @@ absl::StatusOr<Evaluated> RunAuto(const PassInput& input) {
     }
   }
   std::vector<int32_t> seed_depths;
-  std::vector<std::vector<OpIndex>> points;  // allocated once
+  std::vector<PointList> points;  // allocated once
   for (const RecomputeChoice& seed : seeds) {
     seed_depths.push_back(RecomputeChainDepth(problem, seed, points));
   }

@@ -24,7 +24,7 @@ constexpr double kTighterTargets[] = {0.97, 0.94};
 double AssignWithinBudget(const RecomputeProblem& problem,
                           const RecomputeChoice& plan, double budget,
                           RecomputeState& state,
-                          std::vector<std::vector<OpIndex>>& points) {
+                          std::vector<PointList>& points) {
   ClonePointsInto(problem, plan.recompute, plan.splits, points);
   // Summed as RecomputeState::Assign sums it.
   double cost = 0;
@@ -90,7 +90,7 @@ absl::StatusOr<std::vector<RecomputeChoice>> AutoRecompute::Run(
     replay_lower_bounds_.push_back(state.MainSlotMax());
     candidate_costs_.push_back(state.cost());
   };
-  std::vector<std::vector<OpIndex>> points;  // AssignWithinBudget's scratch
+  std::vector<PointList> points;  // AssignWithinBudget's scratch
   // The state still holds the empty plan it was built with, the first start:
   // at 100k ops a rebuild is ~13 ms.
   bool fresh = true;

@@ -131,7 +131,7 @@ class RecomputeSearch::Impl {
     std::vector<Item> items;
     for (OpIndex o = 0; o < problem_.num_ops(); ++o) {
       if (!state_.InPlan(o)) continue;
-      const std::vector<OpIndex>& points = state_.clone_points(o);
+      const PointList& points = state_.clone_points(o);
       if (points.empty() && state_.Contains(o)) {
         state_.Set(o, false);  // a member without clones changes nothing
         continue;

@@ -47,12 +47,13 @@ void RecomputeState::Assign(const RecomputeChoice& plan) {
     delta[MainSlot(o) + 1] -= workspace;
     for (OpIndex at : clone_points_[o]) {
       cost_ += problem_.op_costs[o];
-      if (workspace > 0) clone_workspace_[at].insert(workspace);
+      if (workspace > 0) clone_workspace_[at].push_back(workspace);
     }
   }
-  for (const auto& [at, workspaces] : clone_workspace_) {
-    delta[PreSlot(at)] += *workspaces.rbegin();
-    delta[PreSlot(at) + 1] -= *workspaces.rbegin();
+  for (auto& [at, workspaces] : clone_workspace_) {
+    std::sort(workspaces.begin(), workspaces.end());
+    delta[PreSlot(at)] += workspaces.back();
+    delta[PreSlot(at) + 1] -= workspaces.back();
   }
   original_.assign(graph_.num_tensors(), Interval{});
   clones_.resize(graph_.num_tensors());
@@ -81,7 +82,7 @@ void RecomputeState::Assign(const RecomputeChoice& plan) {
 }
 
 void RecomputeState::ComputeIntervals(TensorIndex t, Interval& original,
-                                      std::vector<Interval>& clones) const {
+                                      IntervalList& clones) const {
   const Tensor& tensor = graph_.tensor(t);
   const OpIndex p = tensor.producer;
   const int32_t created = p == kNoOp ? 0 : MainSlot(p);
@@ -91,12 +92,12 @@ void RecomputeState::ComputeIntervals(TensorIndex t, Interval& original,
     return;
   }
   const std::vector<OpIndex>& readers = tensor.readers;
-  const std::vector<OpIndex>* points =
+  const PointList* points =
       p != kNoOp && !clone_points_[p].empty() && graph_.RemadeOnRecompute(t)
           ? &clone_points_[p]
           : nullptr;
   // Latest pre slot of a clone that reads t.
-  const std::vector<OpIndex>& reader_points = reader_points_[t];
+  const PointList& reader_points = reader_points_[t];
   const int32_t clone_use =
       reader_points.empty() ? -1 : PreSlot(reader_points.back());
   const int32_t last_read = readers.empty() ? -1 : MainSlot(readers.back());
@@ -172,13 +173,13 @@ void RecomputeState::MoveInterval(const Interval& from, const Interval& to,
 void RecomputeState::Refresh(TensorIndex t) {
   if (fixed_[t]) return;
   Interval original;
-  std::vector<Interval>& clones = clones_scratch_;
+  IntervalList& clones = clones_scratch_;
   ComputeIntervals(t, original, clones);
   if (original == original_[t] && clones == clones_[t]) return;
   const int64_t bytes = problem_.tensor_bytes[t];
   if (bytes != 0) {
     MoveInterval(original_[t], original, bytes);
-    const std::vector<Interval>& old = clones_[t];
+    const IntervalList& old = clones_[t];
     const size_t common = std::min(old.size(), clones.size());
     for (size_t k = 0; k < common; ++k) MoveInterval(old[k], clones[k], bytes);
     for (size_t k = common; k < old.size(); ++k) AddInterval(old[k], -bytes);
@@ -193,8 +194,7 @@ void RecomputeState::Refresh(TensorIndex t) {
   SetClones(t, clones);
 }
 
-void RecomputeState::SetClones(TensorIndex t,
-                               const std::vector<Interval>& clones) {
+void RecomputeState::SetClones(TensorIndex t, const IntervalList& clones) {
   clones_[t].assign(clones.begin(), clones.end());
   Interval span;
   for (const Interval& clone : clones) {
@@ -226,20 +226,22 @@ void RecomputeState::TrackStash(OpIndex first_backward_op) {
 
 void RecomputeState::UpdateWorkspace(OpIndex at, int64_t workspace,
                                      bool insert) {
-  std::multiset<int64_t>& workspaces = clone_workspace_[at];
-  const int64_t old_max = workspaces.empty() ? 0 : *workspaces.rbegin();
+  absl::InlinedVector<int64_t, 2>& workspaces = clone_workspace_[at];
+  const int64_t old_max = workspaces.empty() ? 0 : workspaces.back();
   if (insert) {
-    workspaces.insert(workspace);
+    workspaces.insert(
+        std::upper_bound(workspaces.begin(), workspaces.end(), workspace),
+        workspace);
   } else {
-    workspaces.erase(workspaces.find(workspace));
+    workspaces.erase(
+        std::lower_bound(workspaces.begin(), workspaces.end(), workspace));
   }
-  const int64_t new_max = workspaces.empty() ? 0 : *workspaces.rbegin();
+  const int64_t new_max = workspaces.empty() ? 0 : workspaces.back();
   tree_.Add(PreSlot(at), PreSlot(at), new_max - old_max);
   if (workspaces.empty()) clone_workspace_.erase(at);
 }
 
-void RecomputeState::SetClonePoints(OpIndex q,
-                                    const std::vector<OpIndex>& points) {
+void RecomputeState::SetClonePoints(OpIndex q, const PointList& points) {
   const int64_t workspace = graph_.op(q).workspace_bytes;
   for (OpIndex at : clone_points_[q]) {
     cost_ -= problem_.op_costs[q];
@@ -266,12 +268,11 @@ void RecomputeState::ForEachDistinctInput(OpIndex q, const Visit& visit) const {
   }
 }
 
-void RecomputeState::MoveReaderPoints(OpIndex q,
-                                      const std::vector<OpIndex>& from,
-                                      const std::vector<OpIndex>& to) {
+void RecomputeState::MoveReaderPoints(OpIndex q, const PointList& from,
+                                      const PointList& to) {
   if (from == to) return;
   ForEachDistinctInput(q, [&](TensorIndex t) {
-    std::vector<OpIndex>& list = reader_points_[t];
+    PointList& list = reader_points_[t];
     for (OpIndex point : from) {
       list.erase(std::lower_bound(list.begin(), list.end(), point));
     }
@@ -284,17 +285,18 @@ void RecomputeState::MoveReaderPoints(OpIndex q,
 void RecomputeState::BuildReaderPoints() {
   reader_points_.resize(graph_.num_tensors());
   input_mark_.resize(graph_.num_tensors(), 0);
-  for (std::vector<OpIndex>& list : reader_points_) list.clear();
+  for (PointList& list : reader_points_) list.clear();
   for (OpIndex q = 0; q < graph_.num_ops(); ++q) {
-    const std::vector<OpIndex>& points = clone_points_[q];
+    const PointList& points = clone_points_[q];
     if (points.empty()) continue;
     ForEachDistinctInput(q, [&](TensorIndex t) {
-      std::vector<OpIndex>& list = reader_points_[t];
-      const size_t sorted = list.size();
+      PointList& list = reader_points_[t];
       list.insert(list.end(), points.begin(), points.end());
-      std::inplace_merge(list.begin(), list.begin() + sorted, list.end());
     });
   }
+  // Sorted once at the end: std::inplace_merge per reader allocated a
+  // buffer each time.
+  for (PointList& list : reader_points_) std::sort(list.begin(), list.end());
 }
 
 void RecomputeState::NeedPointsInto(OpIndex op,
@@ -340,8 +342,7 @@ void RecomputeState::RemoveSplit(OpIndex op, OpIndex point) {
   if (chain_cap_ > 0 && !InPlan(op)) chain_dirty_.push_back(op);
 }
 
-void RecomputeState::ComputeClonePoints(OpIndex x,
-                                        std::vector<OpIndex>& points) const {
+void RecomputeState::ComputeClonePoints(OpIndex x, PointList& points) const {
   points.clear();
   if (!splits_[x].empty()) {
     NeedPointsInto(x, needs_scratch_);
@@ -372,7 +373,7 @@ void RecomputeState::Update(OpIndex op) {
   ++stamp_;
   std::vector<OpIndex>& pending = pending_scratch_;
   std::vector<OpIndex>& changed = changed_scratch_;
-  std::vector<OpIndex>& points = points_scratch_;
+  PointList& points = points_scratch_;
   pending.assign(1, op);
   changed.clear();
   mark_[op] = stamp_;

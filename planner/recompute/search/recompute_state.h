@@ -14,10 +14,10 @@
 
 #include <cstdint>
 #include <optional>
-#include <set>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "planner/recompute/recompute_problem.h"
 #include "planner/recompute/search/segment_tree.h"
 
@@ -56,9 +56,7 @@ class RecomputeState {
   // In the set, or cloned at splits.
   bool InPlan(OpIndex op) const { return in_plan_[op] != 0; }
   const RecomputeSet& recompute() const { return recompute_; }
-  const std::vector<OpIndex>& clone_points(OpIndex op) const {
-    return clone_points_[op];
-  }
+  const PointList& clone_points(OpIndex op) const { return clone_points_[op]; }
   const std::vector<OpIndex>& splits(OpIndex op) const { return splits_[op]; }
   // planner::NeedPointsInto of the current plan, from reader_points_, into
   // `needs` (the search's scratch: no allocation per question).
@@ -90,9 +88,9 @@ class RecomputeState {
 
   // The original instance of a tensor, and its clones in schedule order.
   const Interval& original(TensorIndex t) const { return original_[t]; }
-  const std::vector<Interval>& clones(TensorIndex t) const {
-    return clones_[t];
-  }
+  // Most tensors have at most one clone: held inline, like PointList.
+  using IntervalList = absl::InlinedVector<Interval, 1>;
+  const IntervalList& clones(TensorIndex t) const { return clones_[t]; }
   // Whether an instance of `t` (its original or a clone) holds its bytes at
   // `slot`. The search asks it of every tensor per scan: a clone list is
   // read only when the clones' span covers the slot.
@@ -127,11 +125,11 @@ class RecomputeState {
 
  private:
   void ComputeIntervals(TensorIndex t, Interval& original,
-                        std::vector<Interval>& clones) const;
+                        IntervalList& clones) const;
   void Refresh(TensorIndex t);
   void AddInterval(const Interval& interval, int64_t bytes);
-  void SetClonePoints(OpIndex q, const std::vector<OpIndex>& points);
-  void ComputeClonePoints(OpIndex x, std::vector<OpIndex>& points) const;
+  void SetClonePoints(OpIndex q, const PointList& points);
+  void ComputeClonePoints(OpIndex x, PointList& points) const;
   // Adds `bytes` over `to` and removes them over `from`, touching only the
   // difference when just the end moves.
   void MoveInterval(const Interval& from, const Interval& to, int64_t bytes);
@@ -165,16 +163,15 @@ class RecomputeState {
   void SyncInPlan(OpIndex op) {
     in_plan_[op] = recompute_[op] != 0 || !splits_[op].empty();
   }
-  std::vector<std::vector<OpIndex>> clone_points_;
+  std::vector<PointList> clone_points_;
   // Per tensor, its readers' clone points, ascending (each reader's once;
   // readers may share a point): what ComputeIntervals and NeedPointsInto
   // read instead of every reader's list. A tensor read by thousands of ops
   // (an attention memory, by each decoder step) made each refresh a cache
   // miss per reader, and AUTO superlinear in the sequence length.
-  std::vector<std::vector<OpIndex>> reader_points_;
+  std::vector<PointList> reader_points_;
   // Moves q's clone points from `from` to `to` in its inputs' lists.
-  void MoveReaderPoints(OpIndex q, const std::vector<OpIndex>& from,
-                        const std::vector<OpIndex>& to);
+  void MoveReaderPoints(OpIndex q, const PointList& from, const PointList& to);
   // Rebuilds reader_points_ from clone_points_ (Assign).
   void BuildReaderPoints();
   // q's inputs, each once (an op may read a tensor twice).
@@ -183,10 +180,10 @@ class RecomputeState {
   mutable std::vector<uint32_t> input_mark_;
   mutable uint32_t input_stamp_ = 0;
   std::vector<Interval> original_;
-  std::vector<std::vector<Interval>> clones_;
+  std::vector<IntervalList> clones_;
   // Per tensor, from its first clone's start to its last clone's end.
   std::vector<Interval> clone_span_;
-  void SetClones(TensorIndex t, const std::vector<Interval>& clones);
+  void SetClones(TensorIndex t, const IntervalList& clones);
   int64_t StashContribution(TensorIndex t, const Interval& original) const;
 
   // Stash tracking (TrackStash): -1 when off.
@@ -196,8 +193,10 @@ class RecomputeState {
   std::vector<uint8_t> fixed_;
   MaxSegmentTree tree_;
   double cost_ = 0;
-  // Clone workspaces per pre slot (op index), only the nonzero ones.
-  absl::flat_hash_map<OpIndex, std::multiset<int64_t>> clone_workspace_;
+  // Clone workspaces per pre slot (op index), only the nonzero ones,
+  // ascending (mostly one: held inline).
+  absl::flat_hash_map<OpIndex, absl::InlinedVector<int64_t, 2>>
+      clone_workspace_;
   // Scratch.
   std::vector<uint32_t> mark_;
   uint32_t stamp_ = 0;
@@ -214,9 +213,10 @@ class RecomputeState {
   mutable std::vector<uint32_t> chain_mark_;
   mutable uint32_t chain_stamp_ = 0;
   mutable std::vector<OpIndex> chain_heap_, chain_dirty_;
-  std::vector<Interval> clones_scratch_;
+  IntervalList clones_scratch_;
   mutable std::vector<OpIndex> needs_scratch_;  // ComputeClonePoints'
-  std::vector<OpIndex> pending_scratch_, changed_scratch_, points_scratch_;
+  std::vector<OpIndex> pending_scratch_, changed_scratch_;
+  PointList points_scratch_;
   std::vector<int64_t> slot_scratch_;  // Assign's per-slot sums
 };
 

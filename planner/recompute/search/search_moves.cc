@@ -122,7 +122,7 @@ OpIndex MoveFinder::SplitPointAfter(OpIndex op, int32_t slot) const {
       needs.begin(), needs.end(), slot,
       [](int32_t s, OpIndex b) { return s < RecomputeState::PreSlot(b); });
   if (it == needs.end()) return kNoOp;
-  const std::vector<OpIndex>& points = state_.clone_points(op);
+  const PointList& points = state_.clone_points(op);
   if (std::binary_search(points.begin(), points.end(), *it)) return kNoOp;
   return *it;
 }
