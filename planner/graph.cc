@@ -115,14 +115,22 @@ absl::string_view OpClassName(OpClass op_class) {
   return "other";
 }
 
-std::string OpDisplayName(const Op& op) {
-  std::string name = op.name.empty() ? op.id : op.name;
-  std::string detail = op.op_type;
+void AppendOpDisplayName(const Op& op, std::string& out) {
+  out.append(op.name.empty() ? op.id : op.name);
   const auto module = op.attributes.find(kModuleAttribute);
-  if (module != op.attributes.end() && !module->second.empty()) {
-    absl::StrAppend(&detail, detail.empty() ? "" : " ", "in ", module->second);
+  const bool in_module =
+      module != op.attributes.end() && !module->second.empty();
+  if (op.op_type.empty() && !in_module) return;
+  absl::StrAppend(&out, " (", op.op_type);
+  if (in_module) {
+    absl::StrAppend(&out, op.op_type.empty() ? "" : " ", "in ", module->second);
   }
-  if (!detail.empty()) absl::StrAppend(&name, " (", detail, ")");
+  out.push_back(')');
+}
+
+std::string OpDisplayName(const Op& op) {
+  std::string name;
+  AppendOpDisplayName(op, name);
   return name;
 }
 

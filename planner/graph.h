@@ -136,6 +136,8 @@ inline constexpr char kModuleAttribute[] = "module";
 // none), then its op type and module when known, e.g.
 // "addmm_3 (aten::addmm in encoder.layers.0.attn)".
 std::string OpDisplayName(const Op& op);
+// The same appended to `out` (a plan's report names ops in 10k regions).
+void AppendOpDisplayName(const Op& op, std::string& out);
 
 class Graph {
  public:

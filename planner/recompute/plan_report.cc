@@ -15,6 +15,9 @@ namespace echo::planner {
 namespace {
 
 constexpr int32_t kNone = -1;
+// A region's explanation is ~150-350 characters: reserved at once, not
+// grown by each append.
+constexpr size_t kExplanationReserve = 384;
 
 // Groups consecutive recompute executions into regions: runs of clones,
 // split into components connected by data or by a shared stashed source.
@@ -23,6 +26,10 @@ std::vector<std::vector<int32_t>> RegionSteps(const Graph& graph,
   std::vector<std::vector<int32_t>> regions;
   std::vector<int32_t> producer_step(graph.num_tensors(), kNone);
   const int32_t num_steps = static_cast<int32_t>(schedule.size());
+  // Per run of clones, reset for each (a plan may have 10k runs).
+  UnionFind run;
+  absl::flat_hash_map<TensorIndex, int32_t> reader_of;
+  std::vector<int32_t> region_of_root;
   for (int32_t begin = 0; begin < num_steps;) {
     if (!schedule[begin].recompute) {
       for (TensorIndex t : graph.op(schedule[begin].op).outputs) {
@@ -34,8 +41,8 @@ std::vector<std::vector<int32_t>> RegionSteps(const Graph& graph,
     int32_t end = begin;
     while (end < num_steps && schedule[end].recompute) ++end;
     // Steps of the run, joined by data and by shared stashed sources.
-    UnionFind run(end - begin);
-    absl::flat_hash_map<TensorIndex, int32_t> reader_of;
+    run.Reset(end - begin);
+    reader_of.clear();
     for (int32_t step = begin; step < end; ++step) {
       for (TensorIndex t : graph.op(schedule[step].op).inputs) {
         if (producer_step[t] >= begin) {
@@ -50,7 +57,7 @@ std::vector<std::vector<int32_t>> RegionSteps(const Graph& graph,
         if (graph.RemadeOnRecompute(t)) producer_step[t] = step;
       }
     }
-    std::vector<int32_t> region_of_root(end - begin, kNone);
+    region_of_root.assign(end - begin, kNone);
     for (int32_t step = begin; step < end; ++step) {
       const int32_t root = run.Find(step - begin);
       if (region_of_root[root] == kNone) {
@@ -69,10 +76,13 @@ std::vector<std::vector<int32_t>> RegionSteps(const Graph& graph,
 void AppendNameList(const Graph& graph, const std::vector<int32_t>& items,
                     bool ops, std::string& out) {
   for (size_t i = 0; i < items.size() && i < 3; ++i) {
-    absl::StrAppend(
-        &out, i == 0 ? "'" : ", '",
-        ops ? OpDisplayName(graph.op(items[i])) : graph.tensor(items[i]).id,
-        "'");
+    out.append(i == 0 ? "'" : ", '");
+    if (ops) {
+      AppendOpDisplayName(graph.op(items[i]), out);
+    } else {
+      out.append(graph.tensor(items[i]).id);
+    }
+    out.push_back('\'');
   }
   if (items.size() > 3) {
     absl::StrAppend(&out, " and ", items.size() - 3, " more");
@@ -212,13 +222,26 @@ absl::StatusOr<RecomputePlan> BuildPlanFromSchedule(
     plan.stash_bytes += AllocatedBytes(graph.tensor(t).size_bytes, memory);
   }
   const int32_t num_steps = static_cast<int32_t>(schedule.size());
-  std::vector<std::vector<int32_t>> clone_steps(graph.num_tensors());
-  for (int32_t step = 0; step < num_steps; ++step) {
-    if (!schedule[step].recompute) continue;
-    for (TensorIndex t : graph.op(schedule[step].op).outputs) {
-      if (graph.RemadeOnRecompute(t)) clone_steps[t].push_back(step);
+  // Per tensor, the steps of the clones that remake it, ascending: in one
+  // array (tensor t's from clone_begin[t]), not one list per tensor.
+  std::vector<int32_t> clone_begin(graph.num_tensors() + 1, 0);
+  auto for_each_clone_output = [&](auto&& visit) {
+    for (int32_t step = 0; step < num_steps; ++step) {
+      if (!schedule[step].recompute) continue;
+      for (TensorIndex t : graph.op(schedule[step].op).outputs) {
+        if (graph.RemadeOnRecompute(t)) visit(t, step);
+      }
     }
+  };
+  for_each_clone_output([&](TensorIndex t, int32_t) { ++clone_begin[t + 1]; });
+  for (TensorIndex t = 0; t < graph.num_tensors(); ++t) {
+    clone_begin[t + 1] += clone_begin[t];
   }
+  std::vector<int32_t> clone_steps(clone_begin.back());
+  std::vector<int32_t> clone_fill(clone_begin.begin(), clone_begin.end() - 1);
+  for_each_clone_output([&](TensorIndex t, int32_t step) {
+    clone_steps[clone_fill[t]++] = step;
+  });
 
   std::vector<uint8_t> live_at_peak(graph.num_tensors(), 0);
   for (const LiveInstance& live : replay.live_at_peak) {
@@ -236,6 +259,8 @@ absl::StatusOr<RecomputePlan> BuildPlanFromSchedule(
   std::vector<uint8_t> listed(graph.num_tensors(), 0);
   for (const std::vector<int32_t>& steps : RegionSteps(graph, schedule)) {
     RecomputeRegionReport region;
+    region.ops.reserve(steps.size());
+    region.steps.reserve(steps.size());
     for (int32_t step : steps) {
       const Op& op = graph.op(schedule[step].op);
       region.ops.push_back(schedule[step].op);
@@ -257,10 +282,10 @@ absl::StatusOr<RecomputePlan> BuildPlanFromSchedule(
         // Saved at the peak: the tensor has no instance there, its original
         // was made before it, and this clone is the next instance after it.
         const int32_t created = step_of_original[graph.tensor(t).producer];
-        const std::vector<int32_t>& clones = clone_steps[t];
-        const auto next =
-            std::upper_bound(clones.begin(), clones.end(), peak_step);
-        if (!live_at_peak[t] && created <= peak_step && next != clones.end() &&
+        const int32_t* first = clone_steps.data() + clone_begin[t];
+        const int32_t* last = clone_steps.data() + clone_begin[t + 1];
+        const int32_t* next = std::upper_bound(first, last, peak_step);
+        if (!live_at_peak[t] && created <= peak_step && next != last &&
             *next == step) {
           region.bytes_saved_at_peak +=
               AllocatedBytes(graph.tensor(t).size_bytes, memory);
@@ -268,6 +293,7 @@ absl::StatusOr<RecomputePlan> BuildPlanFromSchedule(
       }
     }
     std::string& text = region.explanation;
+    text.reserve(kExplanationReserve);
     absl::StrAppend(&text, "re-runs ", region.ops.size(), " op(s) (");
     AppendNameList(graph, region.ops, true, text);
     absl::StrAppend(&text, ") before ");

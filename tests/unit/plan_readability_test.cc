@@ -119,6 +119,11 @@ TEST(PlanReadabilityTest, OpDisplayNameHasFrameworkNameTypeAndModule) {
   op.attributes[kModuleAttribute] = "encoder.layers.0.attn";
   EXPECT_EQ(OpDisplayName(op),
             "addmm_3 (aten::addmm in encoder.layers.0.attn)");
+  op.op_type.clear();
+  EXPECT_EQ(OpDisplayName(op), "addmm_3 (in encoder.layers.0.attn)");
+  std::string text = "ops: ";
+  AppendOpDisplayName(op, text);
+  EXPECT_EQ(text, "ops: addmm_3 (in encoder.layers.0.attn)");
 }
 
 }  // namespace

@@ -12,7 +12,10 @@ namespace echo::planner {
 
 class UnionFind {
  public:
-  explicit UnionFind(int32_t n) : parent_(n) {
+  explicit UnionFind(int32_t n = 0) { Reset(n); }
+  // n singletons again, reusing the storage (a caller with many small sets).
+  void Reset(int32_t n) {
+    parent_.resize(n);
     std::iota(parent_.begin(), parent_.end(), 0);
   }
   int32_t Find(int32_t x) {
