@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <memory>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "planner/recompute/passes/passes.h"
@@ -84,7 +85,8 @@ absl::StatusOr<RecomputeSet> EchoRecompute::Run(
     }
   }
   UnionFind groups(n);
-  std::vector<std::vector<OpIndex>> group_members(n);
+  // Mostly one op each: held inline (one heap list per op otherwise).
+  std::vector<absl::InlinedVector<OpIndex, 2>> group_members(n);
   std::vector<OpIndex> frontier_reader(graph.num_tensors(), kNoOp);
   std::vector<uint8_t> in_frontier(n, 0);
   std::vector<OpIndex> joining;
@@ -120,7 +122,7 @@ absl::StatusOr<RecomputeSet> EchoRecompute::Run(
     dirty.erase(std::unique(dirty.begin(), dirty.end()), dirty.end());
     joining.clear();
     for (OpIndex root : dirty) {
-      const std::vector<OpIndex>& group = group_members[root];
+      const absl::InlinedVector<OpIndex, 2>& group = group_members[root];
       int64_t released = 0, allocated = 0;
       ++stamp;
       for (OpIndex o : group) {
