@@ -68,7 +68,7 @@ void NeedPointsInto(const RecomputeProblem& problem,
 void ClonePointsFromNeedsInto(const std::vector<OpIndex>& needs,
                               const std::vector<OpIndex>* splits, bool in_set,
                               PointList& points) {
-  points.clear();
+  points.resize(0);
   if (needs.empty()) return;
   if (in_set) points.push_back(needs.front());
   if (splits == nullptr) return;
@@ -89,7 +89,7 @@ void ClonePointsInto(const RecomputeProblem& problem,
   std::vector<OpIndex> needs;
   // Readers come after producers: decide readers first.
   for (OpIndex q = graph.num_ops() - 1; q >= 0; --q) {
-    points[q].clear();
+    points[q].resize(0);
     const std::vector<OpIndex>* op_splits =
         splits.empty() || splits[q].empty() ? nullptr : &splits[q];
     if (!problem.can_clone[q] || (!recompute[q] && op_splits == nullptr)) {

@@ -29,7 +29,8 @@ using RecomputeSet = std::vector<uint8_t>;
 // Ascending op indices: where one op's clones run, or where a tensor's
 // readers' clones run. Mostly one or two, so held inline: one heap list per
 // op of a seed plan was 300k allocations per AUTO plan at 100k ops, and with
-// their frees a quarter of its time.
+// their frees a quarter of its time. Emptied with resize(0), which keeps a
+// longer list's heap storage (InlinedVector::clear() frees it).
 using PointList = absl::InlinedVector<OpIndex, 2>;
 
 struct RecomputeProblem {
@@ -108,7 +109,7 @@ void ClonePointsFromNeedsInto(const std::vector<OpIndex>& needs,
                               PointList& points);
 
 // Per op: the sorted original ops before which a clone of it runs
-// (ClonePointsFromNeeds). Empty when nothing needs it again.
+// (ClonePointsFromNeedsInto). Empty when nothing needs it again.
 std::vector<PointList> ClonePoints(const RecomputeProblem& problem,
                                    const RecomputeChoice& plan);
 // The same into `points`, reusing its lists' storage (splits: empty, or one

@@ -6,6 +6,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "adapter/graph_convert.h"
+#include "adapter/graph_file.h"
 #include "planner/cost_model.h"
 
 namespace echo::bench {
@@ -30,6 +32,19 @@ double FlagDouble(const std::map<std::string, std::string>& flags,
     value = fallback;
   }
   return value;
+}
+
+std::optional<planner::Graph> LoadGraphOrReport(const std::string& path) {
+  const absl::StatusOr<v1::Graph> proto = adapter::LoadGraphFile(path);
+  absl::StatusOr<planner::Graph> graph =
+      proto.ok() ? adapter::GraphFromProto(*proto)
+                 : absl::StatusOr<planner::Graph>(proto.status());
+  if (!graph.ok()) {
+    std::fprintf(stderr, "%s: %s\n", path.c_str(),
+                 graph.status().ToString().c_str());
+    return std::nullopt;
+  }
+  return *std::move(graph);
 }
 
 std::optional<std::vector<double>> PriceOrReport(

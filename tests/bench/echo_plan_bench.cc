@@ -50,7 +50,6 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "adapter/graph_convert.h"
-#include "adapter/graph_file.h"
 #include "bench_flags.h"
 #include "model_graphs.h"
 #include "planner/byte_size.h"
@@ -263,20 +262,18 @@ int Show(const std::map<std::string, std::string>& flags) {
   } else if (absl::StartsWith(name, "file:")) {
     // A captured graph (echo.v1.Graph), priced on --device.
     const std::string path = name.substr(5);
-    const absl::StatusOr<v1::Graph> proto = adapter::LoadGraphFile(path);
-    graph = proto.ok() ? adapter::GraphFromProto(*proto)
-                       : absl::StatusOr<Graph>(proto.status());
+    std::optional<Graph> loaded = LoadGraphOrReport(path);
     absl::StatusOr<planner::DeviceSpec> device = planner::FindCatalogDevice(
         flags.count("device") ? flags.at("device") : "h100-80gb");
-    if (!graph.ok() || !device.ok()) {
-      std::fprintf(
-          stderr, "%s: %s\n", name.c_str(),
-          (graph.ok() ? device.status() : graph.status()).ToString().c_str());
+    if (!device.ok()) {
+      std::fprintf(stderr, "%s\n", device.status().ToString().c_str());
       return 1;
     }
+    if (!loaded.has_value()) return 1;
     std::optional<std::vector<double>> priced =
-        PriceOrReport(path, *graph, *device);
+        PriceOrReport(path, *loaded, *device);
     if (!priced.has_value()) return 1;
+    graph = *std::move(loaded);
     costs = *std::move(priced);
   } else {
     std::ifstream in(std::string(ECHO_TEST_DATA_DIR) + "/checkmate/" + name +
@@ -461,15 +458,8 @@ int Stash(const std::map<std::string, std::string>& flags) {
       "above exact | AUTO's cut bound | AUTO ms | exact s |\n"
       "|---|---|---|---|---|---|---|---|---|\n");
   for (const std::string& path : paths) {
-    const absl::StatusOr<v1::Graph> proto = adapter::LoadGraphFile(path);
-    absl::StatusOr<Graph> graph = proto.ok()
-                                      ? adapter::GraphFromProto(*proto)
-                                      : absl::StatusOr<Graph>(proto.status());
-    if (!graph.ok()) {
-      std::fprintf(stderr, "%s: %s\n", path.c_str(),
-                   graph.status().ToString().c_str());
-      return 1;
-    }
+    const std::optional<Graph> graph = LoadGraphOrReport(path);
+    if (!graph.has_value()) return 1;
     const std::optional<std::vector<double>> priced =
         PriceOrReport(path, *graph, *device);
     if (!priced.has_value()) return 1;

@@ -23,8 +23,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "adapter/graph_convert.h"
-#include "adapter/graph_file.h"
 #include "bench_flags.h"
 #include "planner/byte_size.h"
 #include "planner/cost_model.h"
@@ -94,15 +92,8 @@ int Run(const std::map<std::string, std::string>& flags) {
       "compute | CheckFit ms | NONE ms | ratio to NONE |\n"
       "|---|---|---|---|---|---|---|---|---|---|\n");
   for (const std::string& path : paths) {
-    const absl::StatusOr<v1::Graph> proto = adapter::LoadGraphFile(path);
-    absl::StatusOr<planner::Graph> graph =
-        proto.ok() ? adapter::GraphFromProto(*proto)
-                   : absl::StatusOr<planner::Graph>(proto.status());
-    if (!graph.ok()) {
-      std::fprintf(stderr, "%s: %s\n", path.c_str(),
-                   graph.status().ToString().c_str());
-      return 1;
-    }
+    const std::optional<planner::Graph> graph = LoadGraphOrReport(path);
+    if (!graph.has_value()) return 1;
     const std::string name = path.substr(path.find_last_of('/') + 1);
     const double none_ms =
         MedianMs(repeats, [&] { planner::SimulatePlain(*graph); });

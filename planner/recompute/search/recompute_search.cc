@@ -23,7 +23,8 @@ class RecomputeSearch::Impl {
 
   static constexpr size_t kMinCleanupTries = 256;
   // Large graphs: cleanup tries per call (the most expensive items first),
-  // and how many in a row may fail before it stops. On the 115k-op
+  // and how many tries after the last that held (or the first) it makes
+  // before it stops; a failed chunk counts as one try. On the 115k-op
   // transformer at 5% every start's cleanup failed 2,048 tries of 2,048;
   // runs of 268-1,715 failures do end in successes (paper-size NMT at 20%,
   // the 119k LSTM's ECHO start), and stopping after 256 left the NMT's peak
@@ -159,14 +160,15 @@ class RecomputeSearch::Impl {
     // Removals are tried in chunks that grow while they succeed (most of a
     // seed plan may go at once) and fall back to one at a time. The cheap
     // tail frees little budget: stop once the untried items cost under 2% of
-    // the plan, or (large graphs) after kMaxBatchCleanupTries tries.
+    // the plan, or (large graphs) after kMaxBatchCleanupTries tries or
+    // kMaxBatchCleanupFailures tries after the last that held.
     double untried = 0;
     for (const Item& item : items) untried += item.cost;
     const double tail = 0.02 * untried;
     std::vector<SearchStep> removed;
     size_t chunk = 1;
     size_t tries = 0;
-    size_t last_success = 0;  // the try
+    size_t last_success = 0;  // the last try that held (0: none yet)
     for (size_t i = 0; i < items.size(); ++tries) {
       if (i >= kMinCleanupTries && untried < tail) break;
       if (tries % 64 == 63 && Stopped()) break;

@@ -86,7 +86,7 @@ void RecomputeState::ComputeIntervals(TensorIndex t, Interval& original,
   const Tensor& tensor = graph_.tensor(t);
   const OpIndex p = tensor.producer;
   const int32_t created = p == kNoOp ? 0 : MainSlot(p);
-  clones.clear();
+  clones.resize(0);  // keeps the scratch's storage
   if (fixed_[t]) {
     original = Interval{created, end_slot_};
     return;
@@ -285,7 +285,7 @@ void RecomputeState::MoveReaderPoints(OpIndex q, const PointList& from,
 void RecomputeState::BuildReaderPoints() {
   reader_points_.resize(graph_.num_tensors());
   input_mark_.resize(graph_.num_tensors(), 0);
-  for (PointList& list : reader_points_) list.clear();
+  for (PointList& list : reader_points_) list.resize(0);
   for (OpIndex q = 0; q < graph_.num_ops(); ++q) {
     const PointList& points = clone_points_[q];
     if (points.empty()) continue;
@@ -343,7 +343,7 @@ void RecomputeState::RemoveSplit(OpIndex op, OpIndex point) {
 }
 
 void RecomputeState::ComputeClonePoints(OpIndex x, PointList& points) const {
-  points.clear();
+  points.resize(0);
   if (!splits_[x].empty()) {
     NeedPointsInto(x, needs_scratch_);
     ClonePointsFromNeedsInto(needs_scratch_, &splits_[x], recompute_[x] != 0,
