@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -136,13 +137,19 @@ struct RecomputePlanOptions {
   PassRunner run_isolated_pass;
 };
 
+// A region's ops, steps or tensors. Most regions re-run one to four ops, so
+// their lists are held inline: a 100k-op plan has ~10k regions, and a heap
+// list each cost more than the rest of its report.
+template <typename T>
+using RegionList = absl::InlinedVector<T, 4>;
+
 // A region: clones that run together (consecutive in the schedule) and are
 // connected by data or by a shared stashed source.
 struct RecomputeRegionReport {
-  std::vector<OpIndex> ops;                 // re-executed ops, schedule order
-  std::vector<int32_t> steps;               // their positions in the schedule
-  std::vector<TensorIndex> source_tensors;  // stashed tensors it reads
-  std::vector<TensorIndex> freed_tensors;   // no longer stashed thanks to it
+  RegionList<OpIndex> ops;                 // re-executed ops, schedule order
+  RegionList<int32_t> steps;               // their positions in the schedule
+  RegionList<TensorIndex> source_tensors;  // stashed tensors it reads
+  RegionList<TensorIndex> freed_tensors;   // no longer stashed thanks to it
   int64_t bytes_saved_at_peak = 0;
   // AUTO, for a region that saves nothing at the peak step: how much the
   // peak would rise without it (it keeps another step below the peak); 0

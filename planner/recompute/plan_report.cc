@@ -6,6 +6,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/types/span.h"
 #include "planner/byte_size.h"
 #include "planner/recompute/search/stash_cut.h"
 #include "planner/recompute/search/union_find.h"
@@ -19,17 +20,31 @@ constexpr int32_t kNone = -1;
 // grown by each append.
 constexpr size_t kExplanationReserve = 384;
 
+// Regions' steps, each region's ascending, in one array: region r's are
+// steps[begin[r]] .. steps[begin[r + 1] - 1].
+struct RegionIndex {
+  std::vector<int32_t> steps;
+  std::vector<int32_t> begin = {0};
+  int32_t size() const { return static_cast<int32_t>(begin.size()) - 1; }
+  absl::Span<const int32_t> region(int32_t r) const {
+    return absl::MakeConstSpan(steps.data() + begin[r],
+                               steps.data() + begin[r + 1]);
+  }
+};
+
 // Groups consecutive recompute executions into regions: runs of clones,
 // split into components connected by data or by a shared stashed source.
-std::vector<std::vector<int32_t>> RegionSteps(const Graph& graph,
-                                              const Schedule& schedule) {
-  std::vector<std::vector<int32_t>> regions;
+RegionIndex RegionSteps(const Graph& graph, const Schedule& schedule) {
+  RegionIndex regions;
   std::vector<int32_t> producer_step(graph.num_tensors(), kNone);
   const int32_t num_steps = static_cast<int32_t>(schedule.size());
   // Per run of clones, reset for each (a plan may have 10k runs).
   UnionFind run;
   absl::flat_hash_map<TensorIndex, int32_t> reader_of;
   std::vector<int32_t> region_of_root;
+  std::vector<int32_t> region_of_step;
+  // Per region of the run: its step count, then where its next step goes.
+  std::vector<int32_t> fill;
   for (int32_t begin = 0; begin < num_steps;) {
     if (!schedule[begin].recompute) {
       for (TensorIndex t : graph.op(schedule[begin].op).outputs) {
@@ -57,14 +72,28 @@ std::vector<std::vector<int32_t>> RegionSteps(const Graph& graph,
         if (graph.RemadeOnRecompute(t)) producer_step[t] = step;
       }
     }
+    // The run's regions in order of their first step, each region's steps
+    // ascending: counted, then filled (a counting sort).
     region_of_root.assign(end - begin, kNone);
+    region_of_step.resize(end - begin);
+    fill.clear();
     for (int32_t step = begin; step < end; ++step) {
       const int32_t root = run.Find(step - begin);
       if (region_of_root[root] == kNone) {
-        region_of_root[root] = static_cast<int32_t>(regions.size());
-        regions.emplace_back();
+        region_of_root[root] = static_cast<int32_t>(fill.size());
+        fill.push_back(0);
       }
-      regions[region_of_root[root]].push_back(step);
+      region_of_step[step - begin] = region_of_root[root];
+      ++fill[region_of_root[root]];
+    }
+    for (int32_t& count : fill) {
+      const int32_t start = regions.begin.back();
+      regions.begin.push_back(start + count);
+      count = start;
+    }
+    regions.steps.resize(regions.begin.back());
+    for (int32_t step = begin; step < end; ++step) {
+      regions.steps[fill[region_of_step[step - begin]]++] = step;
     }
     begin = end;
   }
@@ -73,7 +102,7 @@ std::vector<std::vector<int32_t>> RegionSteps(const Graph& graph,
 
 // Appends the first three names of `items` (ops or tensors), quoted, and
 // how many more there are. Into `out`: a plan may have 10k regions.
-void AppendNameList(const Graph& graph, const std::vector<int32_t>& items,
+void AppendNameList(const Graph& graph, absl::Span<const int32_t> items,
                     bool ops, std::string& out) {
   for (size_t i = 0; i < items.size() && i < 3; ++i) {
     out.append(i == 0 ? "'" : ", '");
@@ -257,7 +286,10 @@ absl::StatusOr<RecomputePlan> BuildPlanFromSchedule(
   // may have tens of thousands of regions).
   std::vector<uint8_t> made_here(graph.num_tensors(), 0);
   std::vector<uint8_t> listed(graph.num_tensors(), 0);
-  for (const std::vector<int32_t>& steps : RegionSteps(graph, schedule)) {
+  const RegionIndex regions = RegionSteps(graph, schedule);
+  plan.regions.reserve(regions.size());
+  for (int32_t r = 0; r < regions.size(); ++r) {
+    const absl::Span<const int32_t> steps = regions.region(r);
     RecomputeRegionReport region;
     region.ops.reserve(steps.size());
     region.steps.reserve(steps.size());
@@ -338,7 +370,7 @@ namespace {
 
 // The schedule without the steps of `drop` (sorted positions).
 Schedule WithoutSteps(const Schedule& schedule,
-                      const std::vector<int32_t>& drop) {
+                      absl::Span<const int32_t> drop) {
   Schedule kept;
   kept.reserve(schedule.size() - drop.size());
   size_t next = 0;
@@ -353,8 +385,8 @@ Schedule WithoutSteps(const Schedule& schedule,
 }
 
 // `a` and `b` merged, both sorted.
-std::vector<int32_t> Merged(const std::vector<int32_t>& a,
-                            const std::vector<int32_t>& b) {
+std::vector<int32_t> Merged(absl::Span<const int32_t> a,
+                            absl::Span<const int32_t> b) {
   std::vector<int32_t> out;
   out.reserve(a.size() + b.size());
   std::merge(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(out));

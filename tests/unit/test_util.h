@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "gtest/gtest.h"
 #include "planner/checkmate_import.h"
 #include "planner/device_catalog.h"
@@ -118,7 +119,7 @@ inline std::string Render(const planner::Graph& graph,
 // The ids of `tensors`, in order.
 inline std::vector<std::string> TensorIds(
     const planner::Graph& graph,
-    const std::vector<planner::TensorIndex>& tensors) {
+    absl::Span<const planner::TensorIndex> tensors) {
   std::vector<std::string> ids;
   for (planner::TensorIndex t : tensors) ids.push_back(graph.tensor(t).id);
   return ids;
