@@ -95,6 +95,21 @@ void ClonePointsInto(const RecomputeProblem& problem,
     if (!problem.can_clone[q] || (!recompute[q] && op_splits == nullptr)) {
       continue;
     }
+    if (op_splits == nullptr) {
+      // In the set with no splits: one clone, at the first need point.
+      const OpIndex first = FirstNeedPointWith(problem, q, [&](TensorIndex t) {
+        OpIndex reader_first = kNoOp;
+        for (OpIndex r : graph.tensor(t).readers) {
+          if (!points[r].empty() &&
+              (reader_first == kNoOp || points[r].front() < reader_first)) {
+            reader_first = points[r].front();
+          }
+        }
+        return reader_first;
+      });
+      if (first != kNoOp) points[q].push_back(first);
+      continue;
+    }
     NeedPointsInto(problem, points, q, needs);
     ClonePointsFromNeedsInto(needs, op_splits, recompute[q] != 0, points[q]);
   }

@@ -102,6 +102,29 @@ void NeedPointsWith(const RecomputeProblem& problem, OpIndex op,
   needs.erase(std::unique(needs.begin(), needs.end()), needs.end());
 }
 
+// The first of op's need points (NeedPointsWith's rule), kNoOp if none: the
+// one clone point of an op in the set without splits, found without
+// gathering and sorting them all. `first_reader_point(t)`: the first clone
+// point of t's readers, kNoOp if none.
+template <typename FirstReaderPoint>
+OpIndex FirstNeedPointWith(const RecomputeProblem& problem, OpIndex op,
+                           FirstReaderPoint&& first_reader_point) {
+  const Graph& graph = problem.graph;
+  OpIndex first = kNoOp;
+  auto take = [&first](OpIndex point) {
+    if (point != kNoOp && (first == kNoOp || point < first)) first = point;
+  };
+  for (TensorIndex t : graph.op(op).outputs) {
+    if (!graph.RemadeOnRecompute(t)) continue;  // the original serves them
+    const std::vector<OpIndex>& readers = graph.tensor(t).readers;  // sorted
+    if (problem.split_reader[t] < static_cast<int32_t>(readers.size())) {
+      take(readers[problem.split_reader[t]]);
+    }
+    take(first_reader_point(t));
+  }
+  return first;
+}
+
 // In the set: the first need point plus every split that is a later need
 // point. Outside: the splits that are need points.
 void ClonePointsFromNeedsInto(const std::vector<OpIndex>& needs,

@@ -352,18 +352,9 @@ void RecomputeState::ComputeClonePoints(OpIndex x, PointList& points) const {
   }
   if (!recompute_[x]) return;
   // One clone, at the first need point.
-  OpIndex first = kNoOp;
-  auto consider = [&first](OpIndex o) {
-    if (first == kNoOp || o < first) first = o;
-  };
-  for (TensorIndex t : graph_.op(x).outputs) {
-    if (!graph_.RemadeOnRecompute(t)) continue;  // the original serves them
-    const std::vector<OpIndex>& readers = graph_.tensor(t).readers;
-    if (problem_.split_reader[t] < static_cast<int32_t>(readers.size())) {
-      consider(readers[problem_.split_reader[t]]);
-    }
-    if (!reader_points_[t].empty()) consider(reader_points_[t].front());
-  }
+  const OpIndex first = FirstNeedPointWith(problem_, x, [&](TensorIndex t) {
+    return reader_points_[t].empty() ? kNoOp : reader_points_[t].front();
+  });
   if (first != kNoOp) points.push_back(first);
 }
 
