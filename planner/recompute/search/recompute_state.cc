@@ -496,6 +496,8 @@ void RecomputeState::TrackChains(int32_t cap) {
   chain_up_.assign(n, 0);
   chain_down_.assign(n, 0);
   chain_mark_.assign(n, 0);
+  chain_recount_.assign(n, 0);
+  chain_floor_.assign(n, 0);
   chain_dirty_.clear();
   // Producers come before readers.
   for (OpIndex x = 0; x < n; ++x) chain_up_[x] = TrackedChain(x, true);
@@ -509,6 +511,7 @@ void RecomputeState::UpdateChains() const {
   // neighbour it reads changed. An op taken out and put back since the last
   // query recounts to what it was and moves nothing.
   if (chain_dirty_.empty()) return;
+  const int32_t top = chain_cap_ + 1;
   for (const bool up : {true, false}) {
     std::vector<int32_t>& chain = up ? chain_up_ : chain_down_;
     std::vector<OpIndex>& heap = chain_heap_;
@@ -517,24 +520,39 @@ void RecomputeState::UpdateChains() const {
     const auto before = [&](OpIndex a, OpIndex b) { return key(a) < key(b); };
     ++chain_stamp_;
     heap.clear();
-    for (OpIndex op : chain_dirty_) {
-      if (chain_mark_[op] == chain_stamp_) continue;
-      chain_mark_[op] = chain_stamp_;
-      heap.push_back(op);
-      std::push_heap(heap.begin(), heap.end(), before);
-    }
+    // Takes x once per pass; `recount`: from every neighbour, else raised
+    // to at least `floor`.
+    const auto take = [&](OpIndex x, bool recount, int32_t floor) {
+      if (chain_mark_[x] != chain_stamp_) {
+        chain_mark_[x] = chain_stamp_;
+        chain_recount_[x] = 0;
+        chain_floor_[x] = 0;
+        heap.push_back(x);
+        std::push_heap(heap.begin(), heap.end(), before);
+      }
+      chain_recount_[x] |= recount;
+      chain_floor_[x] = std::max(chain_floor_[x], floor);
+    };
+    for (OpIndex op : chain_dirty_) take(op, true, 0);
     while (!heap.empty()) {
       std::pop_heap(heap.begin(), heap.end(), before);
       const OpIndex x = heap.back();
       heap.pop_back();
-      const int32_t count = TrackedChain(x, up);
-      if (count == chain[x]) continue;
+      const int32_t count = chain_recount_[x]
+                                ? TrackedChain(x, up)
+                                : std::max(chain[x], chain_floor_[x]);
+      const int32_t old = chain[x];
+      if (count == old) continue;
       chain[x] = count;
+      // A neighbour's count is the max over its side's plus one: a rise
+      // raises it; a fall changes it only where x's count made it.
       ForEachChainNeighbor(x, !up, [&](OpIndex y) {
-        if (!InPlan(y) || chain_mark_[y] == chain_stamp_) return;
-        chain_mark_[y] = chain_stamp_;
-        heap.push_back(y);
-        std::push_heap(heap.begin(), heap.end(), before);
+        if (!InPlan(y)) return;
+        if (count > old) {
+          take(y, false, std::min(top, count + 1));
+        } else if (chain[y] <= std::min(top, old + 1)) {
+          take(y, true, 0);
+        }
       });
     }
   }

@@ -212,6 +212,11 @@ class RecomputeState {
   mutable std::vector<int32_t> chain_up_, chain_down_;
   mutable std::vector<uint32_t> chain_mark_;
   mutable uint32_t chain_stamp_ = 0;
+  // UpdateChains, per op it takes: whether its count must be recounted from
+  // every neighbour, else the count a neighbour's rise gives it (an op read
+  // by every decoder step has thousands of neighbours).
+  mutable std::vector<uint8_t> chain_recount_;
+  mutable std::vector<int32_t> chain_floor_;
   mutable std::vector<OpIndex> chain_heap_, chain_dirty_;
   IntervalList clones_scratch_;
   mutable std::vector<OpIndex> needs_scratch_;  // ComputeClonePoints'
