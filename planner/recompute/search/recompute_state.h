@@ -9,6 +9,7 @@
 // read in O(1). Main slots equal ReplaySchedule's step bytes exactly; a pre
 // slot holds every clone placed there at once (plus the largest clone
 // workspace), an upper bound of the replay's steps for those clones.
+// The chain depths the search bounds are in recompute_chains.cc.
 #ifndef ECHO_PLANNER_RECOMPUTE_SEARCH_RECOMPUTE_STATE_H_
 #define ECHO_PLANNER_RECOMPUTE_SEARCH_RECOMPUTE_STATE_H_
 
