@@ -115,9 +115,9 @@ void RecomputeState::TrackChains(int32_t cap) {
 void RecomputeState::UpdateChains() const {
   // A count flows away from the changed ops: the up counts to readers
   // (higher indices, taken lowest first), the down counts to producers
-  // (highest first), so that each op is recounted once, after every
-  // neighbour it reads changed. An op taken out and put back since the last
-  // query recounts to what it was and moves nothing.
+  // (highest first), so that each op is taken once, after every neighbour
+  // it reads changed. An op taken out and put back since the last query
+  // recounts to what it was and moves nothing.
   if (chain_dirty_.empty()) return;
   const int32_t top = chain_cap_ + 1;
   for (const bool up : {true, false}) {
