@@ -187,6 +187,9 @@ void ChunkedRegionToProto(const planner::Graph& request_graph,
   for (const std::string& id : TensorIds(request_graph, region.summed)) {
     out->add_summed_tensor_ids(id);
   }
+  for (const std::string& id : TensorIds(request_graph, region.rows_last)) {
+    out->add_rows_last_tensor_ids(id);
+  }
   if (region.backward_step == planner::kNoOp) {
     for (const std::string& id : TensorIds(chunked_graph, forward.outputs)) {
       out->add_loss_output_tensor_ids(id);

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -118,6 +119,26 @@ absl::StatusOr<pid_t> Spawn(const ChildRun& run, int stdin_fd, int stdout_fd) {
   return pid;
 }
 
+// A fork of this (multi-threaded) process running run.fork_body: only the
+// calling thread exists in it, so it closes what it inherited and never
+// returns into the server's code.
+absl::StatusOr<pid_t> Fork(const ChildRun& run, int stdout_fd) {
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    return absl::InternalError(absl::StrCat("cannot fork: ", ErrnoText(errno)));
+  }
+  if (pid > 0) return pid;
+  // Dies with the thread that forked it (echod killed outright).
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  sigset_t none;
+  sigemptyset(&none);
+  pthread_sigmask(SIG_SETMASK, &none, nullptr);
+  if (::dup2(stdout_fd, STDOUT_FILENO) < 0) ::_exit(127);
+  // The server's sockets, pipes of other calls and files: not the child's.
+  ::close_range(STDERR_FILENO + 1, ~0U, 0);
+  ::_exit(run.fork_body(STDOUT_FILENO));
+}
+
 // Owns a running child: reaps it, and kills it first if it still runs when
 // the guard goes (an early return, an exception).
 class ChildGuard {
@@ -208,7 +229,9 @@ absl::StatusOr<ChildResult> RunChild(const ChildRun& run,
   RETURN_IF_ERROR(MakePipe(&stdout_read, &stdout_write));
   const auto start = std::chrono::steady_clock::now();
   ASSIGN_OR_RETURN(const pid_t pid,
-                   Spawn(run, stdin_read.get(), stdout_write.get()));
+                   run.fork_body
+                       ? Fork(run, stdout_write.get())
+                       : Spawn(run, stdin_read.get(), stdout_write.get()));
   ChildGuard child(pid, live_children);
   stdin_read.Close();
   stdout_write.Close();

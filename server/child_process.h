@@ -1,14 +1,15 @@
-// Runs a helper program as a child process (posix_spawn, no shell, no fork
-// of the multi-threaded server): writes its stdin, reads its stdout, and
-// polls the caller's interrupt so that a cancelled call, a passed deadline
-// or a drain kills it (SIGKILL) within one poll interval. The child is
-// always reaped before RunChild returns: no zombies.
+// Runs a helper program as a child process (posix_spawn, no shell), or a
+// function in a fork of this process (contained_call.h): writes its stdin,
+// reads its stdout, and polls the caller's interrupt so that a cancelled
+// call, a passed deadline or a drain kills it (SIGKILL) within one poll
+// interval. The child is always reaped before RunChild returns: no zombies.
 #ifndef ECHO_SERVER_CHILD_PROCESS_H_
 #define ECHO_SERVER_CHILD_PROCESS_H_
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
@@ -21,7 +22,13 @@ namespace echo::server {
 struct ChildRun {
   std::string path;               // the executable, run as is
   std::vector<std::string> args;  // argv[1...]
-  std::string input;              // its stdin, then closed
+  // Instead of `path`: run in a fork of this process, with its stdout as
+  // `out_fd` and no other descriptor open but stdin and stderr; returns the
+  // exit code. It must take no lock another thread may hold at the fork
+  // (no logging, no registry): malloc is safe (glibc takes its locks
+  // around fork), the planner is pure.
+  std::function<int(int out_fd)> fork_body;
+  std::string input;  // its stdin, then closed
   // Killed once it has run this long (wall clock).
   double wall_limit_seconds = 60;
   // Polled every poll_interval; non-OK: the child is killed and RunChild

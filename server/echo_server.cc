@@ -99,7 +99,9 @@ absl::StatusOr<std::unique_ptr<EchoServer>> EchoServer::Start(
                                         options.graph_cache_bytes,
                                         options.answer_cache_bytes,
                                         host,
-                                        options.memory_budget_bytes};
+                                        options.memory_budget_bytes,
+                                        options.contain_plans,
+                                        options.crash_dump_dir};
   if (const int64_t requests = RequestMemoryBytes(service_options);
       requests < kMinRequestMemoryBytes) {
     const std::string short_by = absl::StrCat(

@@ -48,6 +48,10 @@ struct ServerOptions {
   double drain_timeout_seconds = 10;
   // OPTIMAL's child processes (PlannerServiceOptions).
   OptimalWorkerOptions optimal;
+  // Planning in forks of echod, and where a crash's request is written
+  // (PlannerServiceOptions).
+  bool contain_plans = true;
+  std::string crash_dump_dir;
   NodeProfilerOptions profiler;
 };
 

@@ -68,6 +68,15 @@ ABSL_FLAG(int64_t, optimal_memory_limit_bytes,
           echo::server::kDefaultOptimalMemoryLimitBytes,
           "address-space limit (RLIMIT_AS) of each OPTIMAL child process; "
           "beyond it the request gets RESOURCE_EXHAUSTED");
+ABSL_FLAG(bool, contain_plans, true,
+          "plan, fit-check, batch-search and frontier requests run in a fork "
+          "of echod, so that a planner crash answers that request with "
+          "INTERNAL and a request id while echod serves on, and a cancelled "
+          "call's work is killed at once; false: in echod's own process");
+ABSL_FLAG(std::string, crash_dump_dir, "",
+          "directory where the request of a contained planner crash is "
+          "written (<request id>.<method>.pb), to reproduce it; empty: not "
+          "written");
 ABSL_FLAG(bool, enable_profiling, false,
           "profile ops on this node's GPU (ProfileOps, and plans that use it)");
 ABSL_FLAG(std::string, profile_cache_dir, "",
@@ -98,6 +107,8 @@ constexpr const char* kEnvFlags[] = {
     "log_level",
     "reflection",
     "optimal_worker_path",
+    "contain_plans",
+    "crash_dump_dir",
     "optimal_memory_limit_bytes",
     "enable_profiling",
     "profile_cache_dir",
@@ -215,6 +226,8 @@ int main(int argc, char** argv) {
       absl::GetFlag(FLAGS_profile_allowed_identities);
   options.drain_timeout_seconds = absl::GetFlag(FLAGS_drain_timeout_seconds);
   options.optimal.worker_path = absl::GetFlag(FLAGS_optimal_worker_path);
+  options.contain_plans = absl::GetFlag(FLAGS_contain_plans);
+  options.crash_dump_dir = absl::GetFlag(FLAGS_crash_dump_dir);
   options.optimal.memory_limit_bytes =
       absl::GetFlag(FLAGS_optimal_memory_limit_bytes);
   options.profiler.enable_profiling = absl::GetFlag(FLAGS_enable_profiling);

@@ -38,7 +38,7 @@ absl::StatusOr<std::vector<std::string>> ExpandDeviceNames(
 
 }  // namespace
 
-absl::Status PlannerService::FitDevices(grpc::CallbackServerContext* context,
+absl::Status PlannerService::FitDevices(const planner::Interrupt& interrupted,
                                         const v1::CheckFitRequest& request,
                                         const GraphRef& ref,
                                         v1::CheckFitResponse* response) {
@@ -54,7 +54,7 @@ absl::Status PlannerService::FitDevices(grpc::CallbackServerContext* context,
   }
   ASSIGN_OR_RETURN(planner::FitOptions options,
                    adapter::FitOptionsFromProto(request));
-  options.interrupted = InterruptFor(context);
+  options.interrupted = interrupted;
   std::vector<v1::DeviceSpec> devices;
   if (single) {
     devices.push_back(request.device());

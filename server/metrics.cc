@@ -109,7 +109,12 @@ ServerMetrics::ServerMetrics(std::shared_ptr<prometheus::Registry> registry)
                            .Name("echo_cache_evictions_total")
                            .Help("Entries evicted to stay within the cache's "
                                  "byte bound")
-                           .Register(*registry_)) {}
+                           .Register(*registry_)),
+      worker_crashes_(prometheus::BuildCounter()
+                          .Name("echo_planning_worker_crashes_total")
+                          .Help("Requests whose planning worker process "
+                                "crashed (answered INTERNAL), by method")
+                          .Register(*registry_)) {}
 
 CacheMetrics ServerMetrics::ForCache(const std::string& cache) {
   const std::map<std::string, std::string> labels = {{"cache", cache}};
@@ -167,6 +172,10 @@ void ServerMetrics::RecordMaxBatch(int64_t plain_batch, int64_t recompute_batch,
 void ServerMetrics::RecordFrontier(int points, int plans_evaluated) {
   frontier_points_.Observe(points);
   ObservePlans("GetMemoryFrontier", plans_evaluated);
+}
+
+void ServerMetrics::RecordWorkerCrash(const std::string& method) {
+  worker_crashes_.Add({{"method", method}}).Increment();
 }
 
 void ServerMetrics::ObservePlans(const std::string& method, int plans) {

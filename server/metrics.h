@@ -43,6 +43,8 @@ class ServerMetrics {
                       int plans_evaluated);
   // GetMemoryFrontier: Pareto points returned and plans evaluated.
   void RecordFrontier(int points, int plans_evaluated);
+  // A planning worker (contained_call.h) crashed serving `method`.
+  void RecordWorkerCrash(const std::string& method);
   // echo_cache_{entries,bytes} and echo_cache_{hits,misses,evictions}_total
   // of the cache named `cache`.
   CacheMetrics ForCache(const std::string& cache);
@@ -68,6 +70,7 @@ class ServerMetrics {
   prometheus::Family<prometheus::Counter>& cache_hits_;
   prometheus::Family<prometheus::Counter>& cache_misses_;
   prometheus::Family<prometheus::Counter>& cache_evictions_;
+  prometheus::Family<prometheus::Counter>& worker_crashes_;
 };
 
 }  // namespace echo::server

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -16,6 +17,8 @@
 #include "planner/schedule/fit_check.h"
 #include "planner/status_macros.h"
 #include "server/call_context.h"
+#include "server/contained_call.h"
+#include "spdlog/spdlog.h"
 
 #ifndef ECHO_VERSION
 #define ECHO_VERSION "dev"
@@ -92,11 +95,13 @@ planner::Interrupt PlannerService::InterruptFor(
     grpc::CallbackServerContext* context) const {
   const auto deadline = context->deadline();
   return [this, context, deadline]() -> absl::Status {
-    if (context->IsCancelled()) {
-      return absl::CancelledError("the client cancelled the call");
-    }
+    // The deadline first: gRPC marks a call past it cancelled too, and the
+    // log should say which stopped it.
     if (std::chrono::system_clock::now() > deadline) {
       return absl::DeadlineExceededError("the call's deadline passed");
+    }
+    if (context->IsCancelled()) {
+      return absl::CancelledError("the client cancelled the call");
     }
     if (draining_ && std::chrono::steady_clock::now() >= abort_at_) {
       return absl::UnavailableError(
@@ -105,6 +110,45 @@ planner::Interrupt PlannerService::InterruptFor(
     }
     return absl::OkStatus();
   };
+}
+
+absl::Status PlannerService::RunPlanning(
+    const char* method, grpc::CallbackServerContext* context,
+    const google::protobuf::Message& request, const v1::Graph& graph,
+    const GraphRef& ref, google::protobuf::Message* response,
+    planner::Interrupt* interrupted,
+    const std::function<absl::Status()>& work) {
+  if (!options_.contain_plans) {
+    *interrupted = InterruptFor(context);
+    return work();
+  }
+  *interrupted = nullptr;
+  ContainedCall call;
+  call.method = method;
+  call.request_id = NewRequestId();
+  call.interrupted = InterruptFor(context);
+  ContainedRun run;
+  absl::Status status =
+      RunContained(call, response, work, &run, &planning_children_);
+  if (!run.crashed) return status;
+  if (metrics_ != nullptr) metrics_->RecordWorkerCrash(method);
+  const std::string fingerprint =
+      ref.fingerprint.empty() ? GraphFingerprint(graph) : ref.fingerprint;
+  std::string dumped = "not kept (no --crash_dump_dir)";
+  if (!options_.crash_dump_dir.empty()) {
+    const std::string path = absl::StrCat(options_.crash_dump_dir, "/",
+                                          call.request_id, ".", method, ".pb");
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    dumped = request.SerializeToOstream(&out) && out.flush()
+                 ? absl::StrCat("written to ", path)
+                 : absl::StrCat("could not be written to ", path);
+  }
+  spdlog::error(
+      "{}: the planning worker crashed ({}) after {:.3f} s; request id {}, "
+      "graph fingerprint {} ({} ops), request {}; echod serves on",
+      method, run.crash, run.wall_seconds, call.request_id, fingerprint,
+      ref.graph != nullptr ? ref.graph->num_ops() : 0, dumped);
+  return status;
 }
 
 absl::StatusOr<PlannerService::CostedGraph> PlannerService::PrepareGraph(
@@ -178,69 +222,76 @@ absl::Status PlannerService::DoGenerateRecomputePlan(
   ASSIGN_OR_RETURN(planner::RecomputePlanOptions options,
                    adapter::PlanOptionsFromProto(request));
   RETURN_IF_ERROR(ValidateTimelineRequest(request));
-  options.interrupted = InterruptFor(context);
-  // A pass that must not run in echod (OPTIMAL's solver) runs in a child.
-  options.run_isolated_pass = [this, &request](const planner::PassInput& in) {
-    return optimal_.RunPass(request, in);
-  };
   const std::string policy(planner::RecomputePolicyName(options.policy));
   ASSIGN_OR_RETURN(const GraphRef ref, ResolveGraph(request));
   absl::StatusOr<CostedGraph> costed =
       PrepareGraph("GenerateRecomputePlan", ref.graph, &request.device());
-  absl::Status planned = costed.status();
-  // The graph the response's schedule names: the chunked one when the plan
-  // runs regions in chunks.
-  std::shared_ptr<const planner::Graph> plan_graph;
-  planner::Schedule schedule;
-  if (planned.ok()) {
-    plan_graph = costed->graph;
-    PriceChunkLaunches(costed->costs, &options.chunking);
-    absl::StatusOr<planner::RecomputePlan> plan =
-        planner::GenerateRecomputePlan(*costed->graph, costed->costs.Costs(),
-                                       options);
-    planned = plan.status();
-    if (plan.ok()) {
-      if (plan->chunked_graph != nullptr) plan_graph = plan->chunked_graph;
-      adapter::FillPlanResponse(*costed->graph, *plan, options.policy,
-                                response);
-      schedule = std::move(plan->schedule);
-    }
-  }
-  if (!planned.ok()) {
+  if (!costed.ok()) {
     if (metrics_ != nullptr) metrics_->RecordPlan(policy, "error", 0, 0, 0);
-    return planned;
+    return costed.status();
   }
-  response->set_cost_unit(costed->costs.unit);
-  adapter::CostSourceSummaryToProto(costed->costs.Summary(),
-                                    response->mutable_cost_sources());
-  if (!costed->pricing_note.empty()) {
-    response->set_message(
-        absl::StrCat(response->message(), "; ", costed->pricing_note));
-  }
-  if (request.include_timeline()) {
+  auto plan = [&]() -> absl::Status {
+    PriceChunkLaunches(costed->costs, &options.chunking);
+    ASSIGN_OR_RETURN(planner::RecomputePlan plan,
+                     planner::GenerateRecomputePlan(
+                         *costed->graph, costed->costs.Costs(), options));
+    adapter::FillPlanResponse(*costed->graph, plan, options.policy, response);
+    response->set_cost_unit(costed->costs.unit);
+    adapter::CostSourceSummaryToProto(costed->costs.Summary(),
+                                      response->mutable_cost_sources());
+    if (!costed->pricing_note.empty()) {
+      response->set_message(
+          absl::StrCat(response->message(), "; ", costed->pricing_note));
+    }
+    if (!request.include_timeline()) return absl::OkStatus();
+    // The graph the schedule names: the chunked one when the plan runs
+    // regions in chunks.
+    const planner::Graph& plan_graph =
+        plan.chunked_graph != nullptr ? *plan.chunked_graph : *costed->graph;
     ASSIGN_OR_RETURN(
         const planner::SimulationResult replay,
-        planner::ReplaySchedule(*plan_graph, schedule, options.memory));
-    adapter::FillLiveTensors(*plan_graph, replay.live_at_peak,
+        planner::ReplaySchedule(plan_graph, plan.schedule, options.memory));
+    adapter::FillLiveTensors(plan_graph, replay.live_at_peak,
                              MaxLiveTensors(request.max_live_tensors()),
                              response->mutable_live_at_peak());
-    RETURN_IF_ERROR(
-        AddTimeline(request, *plan_graph, schedule, options.memory, response));
+    return AddTimeline(request, plan_graph, plan.schedule, options.memory,
+                       response);
+  };
+  absl::Status planned;
+  if (options.policy == planner::RecomputePolicy::kOptimal) {
+    // Already isolated: its solver runs in a child of its own.
+    options.interrupted = InterruptFor(context);
+    options.run_isolated_pass = [this, &request](const planner::PassInput& in) {
+      return optimal_.RunPass(request, in);
+    };
+    planned = plan();
+  } else {
+    planned =
+        RunPlanning("GenerateRecomputePlan", context, request, request.graph(),
+                    ref, response, &options.interrupted, plan);
   }
   if (metrics_ != nullptr) {
-    metrics_->RecordPlan(
-        policy, response->feasible() ? "feasible" : "infeasible",
-        response->baseline_peak_bytes() - response->planned_peak_bytes(),
-        response->recompute_overhead_ratio(), response->solve_time_seconds());
+    if (planned.ok()) {
+      metrics_->RecordPlan(
+          policy, response->feasible() ? "feasible" : "infeasible",
+          response->baseline_peak_bytes() - response->planned_peak_bytes(),
+          response->recompute_overhead_ratio(), response->solve_time_seconds());
+    } else {
+      metrics_->RecordPlan(policy, "error", 0, 0, 0);
+    }
   }
-  return absl::OkStatus();
+  return planned;
 }
 
 absl::Status PlannerService::DoCheckFit(grpc::CallbackServerContext* context,
                                         const v1::CheckFitRequest& request,
                                         v1::CheckFitResponse* response) {
   ASSIGN_OR_RETURN(const GraphRef ref, ResolveGraph(request));
-  return FitDevices(context, request, ref, response);
+  planner::Interrupt interrupted;
+  return RunPlanning("CheckFit", context, request, request.graph(), ref,
+                     response, &interrupted, [&] {
+                       return FitDevices(interrupted, request, ref, response);
+                     });
 }
 
 absl::Status PlannerService::DoProfileOps(grpc::CallbackServerContext* context,

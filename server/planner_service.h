@@ -75,6 +75,13 @@ struct PlannerServiceOptions {
   // host.memory_limit_bytes. Requests get what the caches and echod's base
   // leave of it.
   int64_t memory_budget_bytes = 0;
+  // Plans, fit checks, batch searches and frontiers run in a fork of echod
+  // (contained_call.h): a crash answers INTERNAL with a request id and
+  // echod serves on. Off: in echod's own process, as before.
+  bool contain_plans = true;
+  // Where the request of a contained crash is written (<request id>.pb,
+  // the serialized request), to reproduce it; empty: not written.
+  std::string crash_dump_dir;
 };
 
 // The memory the requests in flight may use: the budget less the caches'
@@ -117,6 +124,8 @@ class PlannerService final : public RawPlannerService {
   int worker_threads() const { return workers_->threads(); }
   // Admitted calls not yet completed.
   int in_flight() const { return in_flight_.load(); }
+  // Planning workers (forks of echod, contained_call.h) running now.
+  int planning_children() const { return planning_children_.load(); }
   const MemoryBudget& memory_budget() const { return *budget_; }
 
   grpc::ServerUnaryReactor* EstimateMemory(grpc::CallbackServerContext* context,
@@ -189,8 +198,23 @@ class PlannerService final : public RawPlannerService {
   // frontiers price chunks alike, so a scheduler's answer is the plan's.
   static void PriceChunkLaunches(const planner::CostTable& costs,
                                  planner::ChunkingOptions* chunking);
+  // Runs `work` (the planning part of a request, filling `response`) in a
+  // fork of echod when options_.contain_plans (contained_call.h), else
+  // here. A crash is logged with the request id, the graph's fingerprint
+  // (the registered one's, else that of `graph`, the request's inline one)
+  // and, under --crash_dump_dir, the request written out. `*interrupted`
+  // is what `work` should poll: the call's own checks here, nothing in a
+  // fork (its parent kills it on cancel, deadline or drain; the call's
+  // context is not the child's to read).
+  absl::Status RunPlanning(const char* method,
+                           grpc::CallbackServerContext* context,
+                           const google::protobuf::Message& request,
+                           const v1::Graph& graph, const GraphRef& ref,
+                           google::protobuf::Message* response,
+                           planner::Interrupt* interrupted,
+                           const std::function<absl::Status()>& work);
   // CheckFit's work: one device or many (graph_calls.cc).
-  absl::Status FitDevices(grpc::CallbackServerContext* context,
+  absl::Status FitDevices(const planner::Interrupt& interrupted,
                           const v1::CheckFitRequest& request,
                           const GraphRef& ref, v1::CheckFitResponse* response);
 
@@ -299,6 +323,7 @@ class PlannerService final : public RawPlannerService {
   ServerMetrics* metrics_;
   NodeProfiler* profiler_;
   std::atomic<int> in_flight_{0};
+  std::atomic<int> planning_children_{0};
   std::atomic<bool> draining_{false};
   // Written before draining_ is set, read after it is seen set.
   std::chrono::steady_clock::time_point abort_at_ =

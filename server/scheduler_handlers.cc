@@ -66,16 +66,20 @@ absl::Status PlannerService::DoFindMaxBatchSize(
   const planner::DeviceSpec& spec = *costed.device;
   ASSIGN_OR_RETURN(planner::MaxBatchOptions options,
                    adapter::BatchSearchOptionsFromProto(request, spec));
-  options.interrupted = InterruptFor(context);
   PriceChunkLaunches(costed.costs, &options.chunking);
-  ASSIGN_OR_RETURN(const planner::MaxBatchResult result,
-                   MaxBatchOn(*costed.graph, spec, options));
-  adapter::FillBatchSearchResponse(result, spec.memory_bytes, response);
+  RETURN_IF_ERROR(RunPlanning(
+      "FindMaxBatchSize", context, request, request.graph(), ref, response,
+      &options.interrupted, [&]() -> absl::Status {
+        ASSIGN_OR_RETURN(const planner::MaxBatchResult result,
+                         MaxBatchOn(*costed.graph, spec, options));
+        adapter::FillBatchSearchResponse(result, spec.memory_bytes, response);
+        return absl::OkStatus();
+      }));
   response->set_solve_time_seconds(SecondsSince(start));
   if (metrics_ != nullptr) {
-    metrics_->RecordMaxBatch(result.without_recompute.batch,
-                             result.with_recompute.batch,
-                             result.plans_evaluated);
+    metrics_->RecordMaxBatch(response->without_recompute().batch_size(),
+                             response->with_recompute().batch_size(),
+                             response->plans_evaluated());
   }
   return absl::OkStatus();
 }
@@ -87,7 +91,6 @@ absl::Status PlannerService::DoGetMemoryFrontier(
   const auto start = std::chrono::steady_clock::now();
   ASSIGN_OR_RETURN(planner::FrontierOptions options,
                    adapter::FrontierOptionsFromProto(request));
-  options.interrupted = InterruptFor(context);
   // Refuse before converting: a graph over the limit is not planned.
   RETURN_IF_ERROR(CheckFrontierSize(request.graph().ops_size(), options));
   ASSIGN_OR_RETURN(const GraphRef ref, ResolveGraph(request));
@@ -96,14 +99,19 @@ absl::Status PlannerService::DoGetMemoryFrontier(
       CostedGraph costed,
       PrepareGraph("GetMemoryFrontier", ref.graph, &request.device()));
   PriceChunkLaunches(costed.costs, &options.chunking);
-  ASSIGN_OR_RETURN(const planner::MemoryFrontier frontier,
-                   planner::ComputeMemoryFrontier(
-                       *costed.graph, costed.costs.Costs(), options));
-  adapter::FillFrontierResponse(frontier, costed.costs.unit, response);
+  RETURN_IF_ERROR(RunPlanning(
+      "GetMemoryFrontier", context, request, request.graph(), ref, response,
+      &options.interrupted, [&]() -> absl::Status {
+        ASSIGN_OR_RETURN(const planner::MemoryFrontier frontier,
+                         planner::ComputeMemoryFrontier(
+                             *costed.graph, costed.costs.Costs(), options));
+        adapter::FillFrontierResponse(frontier, costed.costs.unit, response);
+        return absl::OkStatus();
+      }));
   response->set_solve_time_seconds(SecondsSince(start));
   if (metrics_ != nullptr) {
-    metrics_->RecordFrontier(static_cast<int>(frontier.points.size()),
-                             frontier.plans_evaluated);
+    metrics_->RecordFrontier(response->points_size(),
+                             response->plans_evaluated());
   }
   return absl::OkStatus();
 }

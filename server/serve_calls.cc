@@ -120,6 +120,14 @@ void PlannerService::Serve(const RawCall& raw, bool on_worker,
                            Lane (PlannerService::*lane_of)(const Request&)
                                const,
                            Handler<Request, Response> handle) {
+  // A big request waits for a worker before it is parsed: not parsed at
+  // all once its caller is gone.
+  if (on_worker) {
+    if (absl::Status gone = InterruptFor(raw.context)(); !gone.ok()) {
+      Complete(raw, gone);
+      return;
+    }
+  }
   // Shared: the handler may run on a worker after this returns.
   auto call = std::make_shared<CallMessages<Request, Response>>();
   const absl::Status parsed = RunGuarded(
@@ -141,6 +149,12 @@ void PlannerService::Serve(const RawCall& raw, bool on_worker,
     }
   }
   auto run = [this, raw, handle, call, answer_key = std::move(answer_key)] {
+    // A call that waited in the queue past its deadline, or whose client
+    // left meanwhile, costs no conversion or planning.
+    if (absl::Status gone = InterruptFor(raw.context)(); !gone.ok()) {
+      Complete(raw, gone);
+      return;
+    }
     Complete(raw, RunGuarded(raw.method, [&]() -> absl::Status {
                RETURN_IF_ERROR((this->*handle)(raw.context, call->request(),
                                                &call->response()));

@@ -90,6 +90,10 @@ struct ChunkRegion {
   // through on their way out: each chunk adds its share straight into the
   // gradient they end in, so those inside are never made.
   std::vector<TensorIndex> summed;
+  // Tensors of the region that are transposes of its rows (rows last)
+  // although their shape is [rows, rows]: a shape alone reads them as rows
+  // first (row_layout.h). Sorted.
+  std::vector<TensorIndex> rows_last;
 };
 
 // Graph metadata: comma-separated ids of graph inputs (gradients of outputs

@@ -116,7 +116,7 @@ absl::StatusOr<int64_t> ChunkWorkspaceBytes(const Graph& graph,
                                             const ChunkRegion& region,
                                             int64_t chunk_rows,
                                             const MemoryModelOptions& memory) {
-  const RowLayout layout(graph, region.rows);
+  const RowLayout layout(graph, region.rows, region.rows_last);
   const std::set<TensorIndex> inner(region.inner.begin(), region.inner.end());
   const std::set<TensorIndex> gradients(region.gradients.begin(),
                                         region.gradients.end());

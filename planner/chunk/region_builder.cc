@@ -31,6 +31,7 @@ std::optional<ChunkRegion> RegionBuilder::Close(
     const std::vector<OpIndex>& chain, const Blocks& blocks, int64_t block_rows,
     bool blocks_allowed, std::string* why) {
   blocks_allowed_ = blocks_allowed;
+  rows_.mutable_layout().ClearMarks();
   region_ops_.clear();
   summed_.clear();
   block_of_ = blocks;
@@ -96,7 +97,11 @@ std::optional<ChunkRegion> RegionBuilder::Close(
       if (kind != Reader::kBlock) {
         Join(reader, BlockOfTensor(t), region.backward_ops);
       }
+      // A transpose of the rows makes rows last, also when its shape is
+      // [rows, rows] and reads as rows first.
+      const bool transposes = kind == Reader::kRowWise && IsTranspose(r);
       for (TensorIndex out : r.outputs) {
+        if (transposes) MutableRulesOf(out).mutable_layout().MarkRowsLast(out);
         if (kind == Reader::kRowsOut || kind == Reader::kSummed) {
           gradients.insert(out);
           if (kind == Reader::kSummed) summed_.insert(out);
@@ -118,7 +123,7 @@ std::optional<ChunkRegion> RegionBuilder::Close(
     gradients.insert(t);
   }
   JoinSums(region, gradients);
-  HandOnStorage(region, gradients);
+  if (!HandOnStorage(region, gradients, why)) return std::nullopt;
   std::sort(region.forward_ops.begin(), region.forward_ops.end());
   std::sort(region.backward_ops.begin(), region.backward_ops.end());
   region.gradients.assign(gradients.begin(), gradients.end());
@@ -147,6 +152,10 @@ int64_t RegionBuilder::BlockOfTensor(TensorIndex t) const {
 }
 
 const RowRules& RegionBuilder::RulesOf(TensorIndex t) const {
+  return BlockOfTensor(t) >= 0 ? *block_rules_ : rows_;
+}
+
+RowRules& RegionBuilder::MutableRulesOf(TensorIndex t) {
   return BlockOfTensor(t) >= 0 ? *block_rules_ : rows_;
 }
 
@@ -221,19 +230,30 @@ void RegionBuilder::JoinSums(ChunkRegion& region,
 
 // A gradient that is a view of the region's (zero bytes of its own)
 // would hand on no storage: its view op leaves the region and the viewed
-// tensor is handed on instead, until each gradient owns its bytes.
-void RegionBuilder::HandOnStorage(ChunkRegion& region,
-                                  std::set<TensorIndex>& gradients) {
+// tensor is handed on instead, until each gradient owns its bytes. A view
+// of what the region did not make (a graph input) cannot be handed on:
+// the region is refused.
+bool RegionBuilder::HandOnStorage(ChunkRegion& region,
+                                  std::set<TensorIndex>& gradients,
+                                  std::string* why) {
   bool changed = true;
   while (changed) {
     changed = false;
     for (TensorIndex g : gradients) {
       const OpIndex p = graph_.tensor(g).producer;
-      const std::vector<TensorIndex> args =
-          rows_.layout().TensorArgs(graph_.op(p));
-      if (graph_.tensor(g).size_bytes != 0 || args.empty() ||
+      if (graph_.tensor(g).size_bytes != 0 || p == kNoOp ||
           graph_.op(p).phase == Phase::kForward) {
         continue;
+      }
+      const std::vector<TensorIndex> args =
+          rows_.layout().TensorArgs(graph_.op(p));
+      if (args.empty()) continue;
+      const OpIndex base = graph_.tensor(args[0]).producer;
+      if (base == kNoOp || base == p || !region_ops_.count(base)) {
+        *why = absl::StrCat("gradient '", graph_.tensor(g).id,
+                            "' is a view of '", graph_.tensor(args[0]).id,
+                            "', which the region does not make");
+        return false;
       }
       region_ops_.erase(p);
       block_of_.erase(p);
@@ -249,6 +269,7 @@ void RegionBuilder::HandOnStorage(ChunkRegion& region,
       break;
     }
   }
+  return true;
 }
 
 // Backward ops may read, besides the region's tensors, the loss's scalar
@@ -421,6 +442,17 @@ bool RegionBuilder::CollectTensors(ChunkRegion& region,
   }
   std::sort(region.inner.begin(), region.inner.end());
   std::sort(region.summed.begin(), region.summed.end());
+  std::set<TensorIndex> rows_last = rows_.layout().marked_rows_last();
+  if (block_rules_.has_value()) {
+    const std::set<TensorIndex>& marked =
+        block_rules_->layout().marked_rows_last();
+    rows_last.insert(marked.begin(), marked.end());
+  }
+  for (TensorIndex t : rows_last) {
+    if (region_ops_.count(graph_.tensor(t).producer)) {
+      region.rows_last.push_back(t);
+    }
+  }
   if (region.inner_bytes == 0) {
     *why = "nothing inside the region takes memory";
     return false;

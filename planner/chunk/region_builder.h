@@ -43,9 +43,11 @@ class RegionBuilder {
   void Join(OpIndex o, int64_t block, std::vector<OpIndex>& ops);
   int64_t BlockOfTensor(TensorIndex t) const;
   const RowRules& RulesOf(TensorIndex t) const;
+  RowRules& MutableRulesOf(TensorIndex t);
   bool JoinsBlock(OpIndex select, TensorIndex t, ChunkRegion& region);
   void JoinSums(ChunkRegion& region, std::set<TensorIndex>& gradients);
-  void HandOnStorage(ChunkRegion& region, std::set<TensorIndex>& gradients);
+  bool HandOnStorage(ChunkRegion& region, std::set<TensorIndex>& gradients,
+                     std::string* why);
   bool PullBackwardViews(ChunkRegion& region, std::string* why);
   bool CheckBlocks(ChunkRegion& region, std::string* why) const;
   bool IsNeverSent(TensorIndex t) const;

@@ -5,6 +5,7 @@
 namespace echo::planner {
 
 int32_t RowLayout::Prefix(TensorIndex t) const {
+  if (MarkedRowsLast(t)) return 0;
   const std::vector<int64_t>& shape = graph_.tensor(t).shape;
   int64_t product = 1;
   for (size_t i = 0; i < shape.size(); ++i) {
@@ -23,12 +24,13 @@ int64_t RowLayout::ElementsPerRow(TensorIndex t) const {
 
 bool RowLayout::RowsFirst2D(TensorIndex t) const {
   const std::vector<int64_t>& shape = graph_.tensor(t).shape;
-  return shape.size() == 2 && shape[0] == rows_;
+  return shape.size() == 2 && shape[0] == rows_ && !MarkedRowsLast(t);
 }
 
 bool RowLayout::RowsLast(TensorIndex t) const {
   const std::vector<int64_t>& shape = graph_.tensor(t).shape;
-  return shape.size() == 2 && shape[1] == rows_ && shape[0] != rows_;
+  return shape.size() == 2 && shape[1] == rows_ &&
+         (shape[0] != rows_ || MarkedRowsLast(t));
 }
 
 bool RowLayout::IsWhole(TensorIndex t) const { return IsWholeWithin(t, 8); }

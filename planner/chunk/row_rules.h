@@ -42,6 +42,7 @@ class RowRules {
       : graph_(graph), layout_(graph, rows) {}
 
   const RowLayout& layout() const { return layout_; }
+  RowLayout& mutable_layout() { return layout_; }
 
   // The row input of a forward op that makes rows row-wise, or -1. A
   // matmul with a whole operand is row-wise too; `*gemm` says it ended the

@@ -182,6 +182,8 @@ struct ChunkedRegionReport {
   int64_t block_rows = 0;
   std::vector<ChunkRegion::BlockOp> block_ops;
   std::vector<TensorIndex> summed;
+  // Tensors inside held rows last though [rows, rows] (chunk_region.h).
+  std::vector<TensorIndex> rows_last;
   std::string explanation;
 };
 

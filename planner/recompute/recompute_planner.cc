@@ -294,6 +294,7 @@ void DescribeChunks(const Graph& graph, const ChunkRegionSearch& found,
     report.block_rows = region.block_rows;
     report.block_ops = region.block_ops;
     report.summed = region.summed;
+    report.rows_last = region.rows_last;
     report.explanation = absl::StrFormat(
         "loss '%s' computed in %d chunk(s) of %d rows%s, gradients in the "
         "forward: %s -> %s at its step",

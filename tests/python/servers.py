@@ -6,6 +6,7 @@ import contextlib
 import os
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -57,17 +58,21 @@ def planner_client(address=None, timeout_seconds=300):
 class Echod:
     """The real server on a free port; use as a context manager."""
 
-    def __init__(self, extra_args=(), channel_credentials=None):
+    def __init__(self, extra_args=(), channel_credentials=None, port=None):
         """extra_args: more echod flags; channel_credentials: what a client
-        needs to reach it (e.g. with --tls_cert_file), None for plaintext."""
+        needs to reach it (e.g. with --tls_cert_file), None for plaintext;
+        port: where to listen (default: a free one), e.g. an earlier echod's
+        to stand for it restarted."""
         self.path = echod_path()
         self.process = None
+        self.port = port
         self.address = None
         self.extra_args = list(extra_args)
         self.channel_credentials = channel_credentials
 
     def __enter__(self):
-        port = free_port()
+        port = self.port or free_port()
+        self.port = port
         self.address = f"127.0.0.1:{port}"
         # A file, not a pipe: nobody drains a pipe while tests run.
         self.log = tempfile.TemporaryFile()
@@ -125,18 +130,52 @@ class FakePlanner(proto.planner_pb2_grpc.MemoryPlannerServicer):
         return cheap_ops_plan(request.graph, request.policy)
 
 
+class DyingPlanner(FakePlanner):
+    """Exits its process on the first plan request, as a crashed echod."""
+
+    def GenerateRecomputePlan(self, request, context):
+        os._exit(1)
+
+
+class DyingServer:
+    """DyingPlanner in a process of its own on 127.0.0.1:<free port>."""
+
+    def __enter__(self):
+        port = free_port()
+        self.address = f"127.0.0.1:{port}"
+        self.process = spawn_with_parent(
+            [sys.executable, "-c",
+             "import sys, time, servers\n"
+             "servers.FakeServer(port=int(sys.argv[1]),\n"
+             "                   servicer=servers.DyingPlanner()).__enter__()\n"
+             "time.sleep(600)", str(port)], cwd=HERE)
+        if not wait_for(lambda: _listening(port), timeout=20):
+            self.process.kill()
+            raise RuntimeError("the dying server did not start")
+        return self
+
+    def __exit__(self, *exc):
+        self.process.kill()
+        self.process.wait()
+
+
+def _listening(port) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
 class FakeServer:
     """FakePlanner on 127.0.0.1:<free port> or on a Unix socket path."""
 
-    def __init__(self, unix_path=None, error=None):
-        self.servicer = FakePlanner(error)
+    def __init__(self, unix_path=None, error=None, port=None, servicer=None):
+        self.servicer = servicer or FakePlanner(error)
         self.server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=2),
                                   options=[("grpc.max_receive_message_length", 1 << 28)])
         proto.planner_pb2_grpc.add_MemoryPlannerServicer_to_server(self.servicer, self.server)
         if unix_path:
             self.address = f"unix://{unix_path}"
         else:
-            self.address = f"127.0.0.1:{free_port()}"
+            self.address = f"127.0.0.1:{port or free_port()}"
         self.server.add_insecure_port(self.address)
 
     def __enter__(self):

@@ -87,7 +87,9 @@ class FakeServerTest(unittest.TestCase):
         self.assertEqual(len(echo_warnings), 1, [str(w.message) for w in echo_warnings])
         self.assertIn("not reachable", str(echo_warnings[0].message))
         self.assertIsNotNone(wrapped.fallback_reason)
-        self.assertIsNone(report(wrapped))
+        # The report says the last step ran unplanned, and why.
+        self.assertFalse(report(wrapped).planned)
+        self.assertIn("not reachable", report(wrapped).unplanned_reason)
         self.assertEqual(result.loss.item(), eager.loss.item())
         self.assertEqual(result.saved_bytes, eager.saved_bytes)
 

@@ -156,6 +156,68 @@ TEST(ChunkRegionTest, LeavesAlonePerRowLossesAndUnknownArguments) {
   EXPECT_THAT(found.rejected[0], HasSubstr("reduction is not mean or sum"));
 }
 
+// kLmHead with as many rows as classes (16 x 16 logits: batch x length
+// = vocabulary), where the shape of the logits' transposed gradient reads
+// as rows first. It once sent the region builder past the graph's inputs
+// (issue 49: echod crashed).
+std::string SquareLmHead() {
+  std::string square = kLmHead;
+  for (const auto& [from, to] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"x f32[8,4]", "x f32[16,4]"},
+           {"tgt i64[8]", "tgt i64[16]"},
+           {"h:f32[8,4]", "h:f32[16,4]"},
+           {"logits:f32[8,16]", "logits:f32[16,16]"},
+           {"lp:f32[8,16]", "lp:f32[16,16]"},
+           {"gl:f32[8,16]", "gl:f32[16,16]"},
+           {"glog:f32[8,16]", "glog:f32[16,16]"},
+           {"glt:view(f32[16,8])", "glt:view(f32[16,16])"},
+           {"gh:f32[8,4]", "gh:f32[16,4]"},
+           {"gx:f32[8,4]", "gx:f32[16,4]"}}) {
+    const size_t at = square.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    square.replace(at, from.size(), to);
+  }
+  return square;
+}
+
+TEST(ChunkRegionTest, RowsEqualToClassesTellTheTransposeApart) {
+  const Graph graph = testing::ParseOrFail(SquareLmHead());
+  ChunkRegion region;
+  ASSERT_TRUE(OneRegion(graph, &region));
+  EXPECT_EQ(region.rows, 16);
+  // The same region as at 8 rows: the transpose is rows last, so the
+  // weight's gradient is summed over the chunks, not handed on by rows.
+  EXPECT_THAT(OpIds(graph, region.backward_ops),
+              ElementsAre("nllb", "lsmb", "tg", "mmw", "t2", "mmh"));
+  EXPECT_THAT(TensorIds(graph, region.gradients), ElementsAre("gw", "gh"));
+  EXPECT_THAT(TensorIds(graph, region.summed), ElementsAre("gw"));
+  EXPECT_THAT(TensorIds(graph, region.rows_last), ElementsAre("glt"));
+  // A chunk of 4 rows holds lp, gl and glog at 4 x 16 floats each.
+  EXPECT_EQ(*ChunkWorkspaceBytes(graph, region, 4, {}), 3 * 256);
+}
+
+TEST(ChunkRegionTest, AGradientViewingAGraphInputIsRefusedNotFollowed) {
+  // The logits' gradient joins a gradient sent from outside (as Hugging
+  // Face's unused logits' gradient is added in), and the sum, a view of
+  // that input's storage, leaves by rows: the region cannot hand on
+  // storage it does not make.
+  std::string text = SquareLmHead();
+  text.replace(text.find("output loss gw gx"), 17,
+               "tensor gz f32[16,16] input\n"
+               "op add bwd elementwise gz glog -> ga:view(f32[16,16]) "
+               "type=aten::add args=%,% cost=0\n"
+               "op out bwd other ga -> go:f32[16] type=aten::amax args=%,[1] "
+               "cost=1\n"
+               "output loss gw gx go");
+  const ChunkRegionSearch found = FindChunkRegions(testing::ParseOrFail(text));
+  EXPECT_THAT(found.regions, IsEmpty());
+  ASSERT_EQ(found.rejected.size(), 1u);
+  EXPECT_THAT(found.rejected[0],
+              HasSubstr("gradient 'ga' is a view of 'gz', which the region "
+                        "does not make"));
+}
+
 TEST(ChunkRegionTest, ReturnedLogitsLeaveTheProjectionOut) {
   // The logits are also a graph output: the region starts below them.
   std::string returned = kLmHead;

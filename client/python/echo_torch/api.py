@@ -8,7 +8,7 @@ import torch
 import torch.nn as nn
 
 from echo_torch import capture as capture_lib
-from echo_torch.client import ServerUnavailable, connect
+from echo_torch.client import ServerUnavailable, connect, unavailable_message
 from echo_torch.convert import ConvertedGraph
 from echo_torch.log import logger
 from echo_torch.pipeline import InfeasibleWarning, PlannedGraph, PlanReport, plan_joint
@@ -139,6 +139,49 @@ class _Entry:
         self.planned: Optional[PlannedGraph] = None
 
 
+class _Failure:
+    """An input signature that could not be planned, and when to try again.
+    Failures of the server (unreachable, died, timed out) are retried with
+    backoff; the plan's own failures (echod refused the graph, capture
+    failed) are not: the same graph would fail the same way."""
+
+    def __init__(self, reason: str, retryable: bool):
+        self.reason = reason
+        self.retryable = retryable
+        self.attempts = 1
+        self.retry_at = time.monotonic() + EchoModule.RETRY_SECONDS
+
+    def again(self, reason: str, retryable: bool) -> None:
+        self.reason, self.retryable = reason, retryable
+        self.attempts += 1
+        delay = min(EchoModule.RETRY_SECONDS * 2 ** (self.attempts - 1),
+                    EchoModule.MAX_RETRY_SECONDS)
+        self.retry_at = time.monotonic() + delay
+
+    def due(self) -> bool:
+        return self.retryable and time.monotonic() >= self.retry_at
+
+
+def _unavailable_reason(error: ServerUnavailable, was_up: bool) -> str:
+    """was_up: echod answered the health check that opened this request, so
+    losing it now means it went away during the request (gRPC may report
+    that as a refused reconnect, after retrying)."""
+    text = str(error)
+    kind = error.kind
+    if was_up and kind == "unreachable" and error.detail:
+        kind, text = "died", unavailable_message("died", error.address, error.detail)
+    what = {"died": "echod died during the request",
+            "timeout": "echod did not answer in time",
+            "not_serving": "echod is starting or draining"}.get(kind, "echod unreachable")
+    return (f"{what}: {text}; this input signature runs unmodified and is planned again "
+            f"once echod answers (planned signatures keep their plans)")
+
+
+def unplanned_report(reason: str) -> PlanReport:
+    """The report of a step that ran the model unmodified, and why."""
+    return PlanReport(source="unplanned", ops=0, tensors=0, unplanned_reason=reason)
+
+
 class EchoModule(nn.Module):
     """Runs `module` with forward/backward programs built from a plan.
 
@@ -146,7 +189,13 @@ class EchoModule(nn.Module):
     autocast); the first call with a new signature captures and plans, and
     the plan cache on disk makes the next process skip planning. Calls
     without gradients (torch.no_grad, inference) run the module unchanged.
+    A signature that cannot be planned runs unmodified, alone: the others
+    keep their plans, and one that failed because echod was away is tried
+    again (after RETRY_SECONDS, doubling up to MAX_RETRY_SECONDS).
     """
+
+    RETRY_SECONDS = 1.0
+    MAX_RETRY_SECONDS = 60.0
 
     def __init__(self, module: nn.Module, planner, on_error: str = "fallback",
                  preflight=None, measure_workspace: bool = True,
@@ -163,8 +212,11 @@ class EchoModule(nn.Module):
         self._measure_workspace = measure_workspace
         self._client_timing = client_timing
         self._entries: Dict[tuple, _Entry] = {}
-        self._fallback_reason: Optional[str] = None
+        self._failures: Dict[tuple, _Failure] = {}
+        # What the last training step ran: a planned entry, or the reason it
+        # ran unmodified (report() and fallback_reason say which).
         self._last: Optional[_Entry] = None
+        self._last_unplanned: Optional[str] = None
         self._infeasible = InfeasibleWarning()
         # Checkpoints hold the wrapped module's own keys ("0.weight", not
         # "module.0.weight"), so they load into the model with or without
@@ -174,8 +226,9 @@ class EchoModule(nn.Module):
 
     @property
     def fallback_reason(self) -> Optional[str]:
-        """Why the module runs unmodified, or None."""
-        return self._fallback_reason
+        """Why the last training step ran unmodified, or None when it ran a
+        plan (or no step ran yet)."""
+        return self._last_unplanned
 
     @property
     def converted(self) -> Optional[ConvertedGraph]:
@@ -188,15 +241,26 @@ class EchoModule(nn.Module):
     def reports(self) -> List[PlanReport]:
         return [e.planned.report for e in self._entries.values() if e.planned is not None]
 
+    def last_report(self) -> Optional[PlanReport]:
+        """The plan the last training step ran, or an unplanned report
+        saying why it ran unmodified; None before the first step."""
+        if self._last_unplanned is not None:
+            return unplanned_report(self._last_unplanned)
+        return self._last.planned.report if self._last and self._last.planned else None
+
     def forward(self, *args, **kwargs):
-        if (self._fallback_reason is not None or not torch.is_grad_enabled()
+        if (not torch.is_grad_enabled()
                 or not any(p.requires_grad for p in self.module.parameters())):
             return self.module(*args, **kwargs)
         key = _signature(args, kwargs, self.module.training)
         entry = self._entries.get(key)
         if entry is not None:
-            self._last = entry
+            self._last, self._last_unplanned = entry, None
             return entry.fn(*args, **kwargs)
+        failure = self._failures.get(key)
+        if failure is not None and not failure.due():
+            self._last_unplanned = failure.reason
+            return self.module(*args, **kwargs)
         return self._first_call(key, args, kwargs)
 
     def _first_call(self, key, args, kwargs):
@@ -212,7 +276,7 @@ class EchoModule(nn.Module):
         if self._entries:
             logger.info("echo_torch: new input signature for %s: capturing and planning "
                         "again", type(self.module).__name__)
-        else:
+        elif key not in self._failures:
             hooked = _hooked_modules(self.module)
             if hooked:
                 warnings.warn(
@@ -220,27 +284,40 @@ class EchoModule(nn.Module):
                     "captured, not at every step: what they compute is part of the plan; "
                     "what they do on the side (logging, keeping tensors) happens at capture "
                     "only", RuntimeWarning, stacklevel=3)
+        was_up = False
         try:
             if self._preflight is not None:
                 self._preflight()
+                was_up = True
             entry.fn = capture_lib.capture_module(self.module, partitioner, args, kwargs,
                                                   self._compiler)
             out = entry.fn(*args, **kwargs)
-        except ServerUnavailable as error:
-            return self._fall_back(f"{error}; running the model unmodified", args, kwargs)
+        except ServerUnavailable as error:  # falls back under either on_error
+            return self._fall_back(key, _unavailable_reason(error, was_up), True, args,
+                                   kwargs)
         except Exception as error:  # noqa: BLE001
             if self._on_error == "raise":
                 raise
             return self._fall_back(
-                f"planning failed ({type(error).__name__}: {error}); running the "
-                f"model unmodified{_capture_hint(error)}", args, kwargs)
+                key, f"planning failed ({type(error).__name__}: {error}); this input "
+                f"signature runs unmodified{_capture_hint(error)}", False, args, kwargs)
+        if self._failures.pop(key, None) is not None:
+            logger.warning("echo_torch: echod answered again; this input signature of %s "
+                           "now runs its plan", type(self.module).__name__)
         self._entries[key] = entry
-        self._last = entry
+        self._last, self._last_unplanned = entry, None
         return out
 
-    def _fall_back(self, reason, args, kwargs):
-        self._fallback_reason = reason
-        warnings.warn(f"echo_torch: {reason}", RuntimeWarning, stacklevel=4)
+    def _fall_back(self, key, reason, retryable, args, kwargs):
+        failure = self._failures.get(key)
+        if failure is None:
+            self._failures[key] = _Failure(reason, retryable)
+            warnings.warn(f"echo_torch: {reason}", RuntimeWarning, stacklevel=4)
+        else:
+            failure.again(reason, retryable)
+            logger.info("echo_torch: planning again failed (attempt %d): %s",
+                        failure.attempts, reason)
+        self._last_unplanned = reason
         return self.module(*args, **kwargs)
 
 
@@ -301,9 +378,12 @@ def optimize(model: nn.Module, *, server: Optional[str] = None, policy: str = "A
     the forward leaves for the backward, never above the plain peak (what
     torch's activation_memory_budget minimizes). device: the DeviceSpec catalog name
     whose roofline prices the ops (default: the model's GPU if the catalog
-    knows it, else h100-80gb, also on CPU). If echod is unreachable
-    the model runs unmodified and one warning is issued; on_error="raise"
-    raises on planning failures instead of falling back. measure_workspace:
+    knows it, else h100-80gb, also on CPU). If echod is unreachable, or
+    dies during a request, that input signature runs unmodified (one warning
+    says which happened) and is planned again once echod answers; signatures
+    already planned keep their plans. on_error="raise" raises on planning
+    failures (echod refused the graph, capture failed) instead of falling
+    back. measure_workspace:
     run the joint graph once at capture to measure each op's temporaries.
     client_timing: also time each op here and send the times (off: echod's
     cost model prices ops, so the same model and server give the same plan).
@@ -349,7 +429,10 @@ class EchoBackend:
         self._client_timing = client_timing
         self._planned: List[PlannedGraph] = []
         self._infeasible = InfeasibleWarning()
+        # Why the last graph that could not be planned runs with torch's
+        # default partition, or None.
         self.fallback_reason: Optional[str] = None
+        self._warned = False
         self._rnn_skips_at_start = rnn_skips()
         self._rnn_warned = False
 
@@ -357,9 +440,10 @@ class EchoBackend:
         return [planned.report for planned in self._planned]
 
     def _fall_back(self, reason: str) -> None:
-        """One warning per backend (the first graph's), however many graphs
-        Dynamo hands it; the others are logged."""
-        first = self.fallback_reason is None
+        """One warning per backend (the first failed graph's), however many
+        graphs Dynamo hands it; the others are logged."""
+        first = not self._warned
+        self._warned = True
         self.fallback_reason = reason
         if first:
             warnings.warn(f"echo_torch: {reason}; graphs run with torch's default partition",
@@ -408,7 +492,9 @@ class EchoBackend:
         from torch._dynamo.backends.common import aot_autograd
 
         started = time.perf_counter()
-        fallback = {"reason": self.fallback_reason}
+        # Each graph tries on its own: one that could not be planned (echod
+        # away, a graph it refused) leaves the next one free to.
+        fallback = {"reason": None}
 
         def partitioner(joint):
             if fallback["reason"] is None:
@@ -428,7 +514,7 @@ class EchoBackend:
             return default_partition(joint.module, joint.example_inputs,
                                      num_fwd_outputs=joint.num_fwd_outputs)
 
-        if self._preflight is not None and self.fallback_reason is None:
+        if self._preflight is not None:
             try:
                 self._preflight()
             except ServerUnavailable as error:
@@ -530,8 +616,9 @@ def report(model) -> Optional[PlanReport]:
     """What the plans did: for an optimize()d model, its most recent input
     signature's plan; for a backend (or a module torch.compile'd with one),
     every graph's plan together (PlanReport.combine; each in `.graphs`).
-    None before the first training step, or when the model runs unmodified
-    (under torch.compile, a skipped nn.LSTM says so in a warning)."""
+    For an optimize()d model whose last step ran unmodified, a report with
+    `unplanned_reason` set (and no peaks). None before the first training
+    step (under torch.compile, a skipped nn.LSTM says so in a warning)."""
     if isinstance(model, EchoBackend) or _echo_backend_of(model) is not None:
         backend_ = model if isinstance(model, EchoBackend) else _echo_backend_of(model)
         reports = backend_.reports()
@@ -541,7 +628,7 @@ def report(model) -> Optional[PlanReport]:
         raise TypeError(f"echo_torch.report expects a module from echo_torch.optimize, a "
                         f"backend from echo_torch.backend or a module torch.compile'd with "
                         f"one; got {type(model).__name__}")
-    return model._last.planned.report if model._last and model._last.planned else None
+    return model.last_report()
 
 
 def capture_graph(model: nn.Module, *args, **kwargs) -> ConvertedGraph:

@@ -137,11 +137,15 @@ class RegionRunner:
 
     def _tensors(self, converted) -> Dict[str, _Tensor]:
         out = {}
+        # A [rows, rows] transpose of the rows reads as rows first by its
+        # shape: echod names those that are rows last.
+        marked = set(self.region.rows_last_tensor_ids)
         for t in converted.graph.tensors:
             shape = tuple(int(d) for d in t.shape)
-            out[t.id] = _Tensor(shape, None, _row_prefix(shape, self.rows),
-                                len(shape) == 2 and shape[1] == self.rows
-                                and shape[0] != self.rows)
+            rows_last = len(shape) == 2 and shape[1] == self.rows and (
+                shape[0] != self.rows or t.id in marked)
+            out[t.id] = _Tensor(shape, None,
+                                0 if rows_last else _row_prefix(shape, self.rows), rows_last)
         for node, tid in converted.tensor_of.items():
             val = node.meta.get("val")
             if tid in out and isinstance(val, torch.Tensor):

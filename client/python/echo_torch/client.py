@@ -38,6 +38,34 @@ _START_HINT = ("start echod (`make run`) or pass server=/set ECHO_SERVER to wher
                "finds one (a wheel from `make wheel`, $ECHO_TORCH_ECHOD or echod on PATH)")
 
 
+# gRPC's words for a connection that never opened (TCP or Unix socket),
+# as opposed to one that broke while the call was in flight.
+_NEVER_CONNECTED = ("failed to connect", "connection refused", "no such file",
+                    "name resolution", "dns resolution", "empty address list")
+
+
+def _unreachable_kind(code, details: str) -> str:
+    """ServerUnavailable.kind for an UNAVAILABLE or DEADLINE_EXCEEDED call."""
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return "timeout"
+    lowered = details.lower()
+    if any(words in lowered for words in _NEVER_CONNECTED):
+        return "unreachable"
+    return "died"
+
+
+def unavailable_message(kind: str, address: str, detail: str,
+                        timeout_seconds: float = 0.0) -> str:
+    """What ServerUnavailable says, by its kind."""
+    if kind == "timeout":
+        return (f"echod at {address} did not answer within {timeout_seconds:g} s "
+                f"(timeout_seconds; {detail})")
+    if kind == "died":
+        return (f"echod at {address} stopped answering during the request ({detail}): "
+                f"it crashed or restarted")
+    return f"echod is not reachable at {address} ({detail}); {_START_HINT}"
+
+
 def _one_line(text: str) -> str:
     return " ".join((text or "").split())
 
@@ -132,7 +160,8 @@ class PlannerClient:
         serving = proto.health_pb2.HealthCheckResponse.SERVING
         if response.status != serving:
             raise ServerUnavailable(f"echod at {self.address} is not serving (status "
-                                    f"{response.status}); it is starting or draining")
+                                    f"{response.status}); it is starting or draining",
+                                    "not_serving")
 
     def _call(self, method, name, request):
         try:
@@ -140,8 +169,11 @@ class PlannerClient:
         except grpc.RpcError as error:
             code, details = error.code(), _one_line(error.details())
             if code in _UNREACHABLE:
-                raise ServerUnavailable(f"echod at {self.address}: {name}: {code.name}: "
-                                        f"{details}; {_START_HINT}") from None
+                kind = _unreachable_kind(code, details)
+                detail = f"{name}: {code.name}: {details}"
+                raise ServerUnavailable(
+                    unavailable_message(kind, self.address, detail, self.timeout_seconds),
+                    kind, self.address, detail) from None
             raise PlanningError(f"echod at {self.address} refused {name}: {code.name}: "
                                 f"{details}", code) from None
 

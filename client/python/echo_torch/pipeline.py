@@ -55,6 +55,12 @@ class PlanReport:
     chunking_notes: List[str] = dataclasses.field(default_factory=list)
     # A backend's graphs, when this report sums several (combine).
     graphs: List["PlanReport"] = dataclasses.field(default_factory=list)
+    # Set when the step this report describes ran the model unmodified: why.
+    unplanned_reason: Optional[str] = None
+
+    @property
+    def planned(self) -> bool:
+        return self.unplanned_reason is None
 
     @property
     def saved_bytes_reduction(self) -> int:
@@ -87,6 +93,8 @@ class PlanReport:
 
     def __str__(self):
         mib = 1 << 20
+        if self.unplanned_reason is not None:
+            return f"echo_torch: the last step ran unplanned: {self.unplanned_reason}"
         lines = [f"echo_torch plan ({self.source}): {self.ops} ops, {self.tensors} tensors"]
         lines.extend("  " + str(g).replace("\n", "\n  ") for g in self.graphs)
         if self.baseline_peak_bytes is not None:
