@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -123,7 +124,9 @@ absl::StatusOr<pid_t> Spawn(const ChildRun& run, int stdin_fd, int stdout_fd) {
 // calling thread exists in it, so it closes what it inherited and never
 // returns into the server's code.
 absl::StatusOr<pid_t> Fork(const ChildRun& run, int stdout_fd) {
+  for (std::mutex* held : run.held_across_fork) held->lock();
   const pid_t pid = ::fork();
+  for (std::mutex* held : run.held_across_fork) held->unlock();
   if (pid < 0) {
     return absl::InternalError(absl::StrCat("cannot fork: ", ErrnoText(errno)));
   }
@@ -233,6 +236,10 @@ absl::StatusOr<ChildResult> RunChild(const ChildRun& run,
                        ? Fork(run, stdout_write.get())
                        : Spawn(run, stdin_read.get(), stdout_write.get()));
   ChildGuard child(pid, live_children);
+  // Readable when the child exits: the wait below wakes then, not at the
+  // next poll interval (a plan in a fork takes milliseconds).
+  Fd exited;
+  exited.Reset(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
   stdin_read.Close();
   stdout_write.Close();
   ::fcntl(stdin_write.get(), F_SETFL, O_NONBLOCK);
@@ -246,10 +253,11 @@ absl::StatusOr<ChildResult> RunChild(const ChildRun& run,
   const int poll_ms = static_cast<int>(
       std::max<int64_t>(1, static_cast<int64_t>(run.poll_interval.count())));
   while (!child.reaped()) {
-    pollfd fds[2];
+    pollfd fds[3];
     nfds_t count = 0;
     if (stdout_read.open()) fds[count++] = {stdout_read.get(), POLLIN, 0};
     if (stdin_write.open()) fds[count++] = {stdin_write.get(), POLLOUT, 0};
+    if (exited.open()) fds[count++] = {exited.get(), POLLIN, 0};
     ::poll(count > 0 ? fds : nullptr, count, poll_ms);
     if (stdout_read.open() &&
         !ReadAvailable(stdout_read.get(), &result.output)) {

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,9 @@ struct ChildRun {
   // (no logging, no registry): malloc is safe (glibc takes its locks
   // around fork), the planner is pure.
   std::function<int(int out_fd)> fork_body;
+  // Locks the fork body may take (malloc's are glibc's concern): held by
+  // the forking thread across fork(), released on both sides after it.
+  std::vector<std::mutex*> held_across_fork;
   std::string input;  // its stdin, then closed
   // Killed once it has run this long (wall clock).
   double wall_limit_seconds = 60;

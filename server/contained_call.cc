@@ -79,6 +79,7 @@ absl::Status RunContained(const ContainedCall& call,
   child.path = absl::StrCat(call.method, "'s planning worker");
   child.wall_limit_seconds = call.wall_limit_seconds;
   child.interrupted = call.interrupted;
+  child.held_across_fork = call.held_across_fork;
   child.fork_body = [&](int out_fd) {
     const absl::Status status = RunGuarded(call.method, work);
     return WriteAll(out_fd, EncodeAnswer(status, *response)) ? 0 : 1;

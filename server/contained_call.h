@@ -10,7 +10,9 @@
 
 #include <atomic>
 #include <functional>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "google/protobuf/message.h"
@@ -26,6 +28,8 @@ struct ContainedCall {
   // A child still running after this long is killed (the call's deadline
   // normally ends it first).
   double wall_limit_seconds = 3600;
+  // Locks the work may take (ChildRun::held_across_fork).
+  std::vector<std::mutex*> held_across_fork;
 };
 
 // What the child's run cost, for the log and the metrics.

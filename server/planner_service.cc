@@ -127,6 +127,9 @@ absl::Status PlannerService::RunPlanning(
   call.method = method;
   call.request_id = NewRequestId();
   call.interrupted = InterruptFor(context);
+  // Op costs look up profiled times in the fork too (batch searches price
+  // each batch).
+  if (profiler_ != nullptr) call.held_across_fork = {profiler_->lookup_mutex()};
   ContainedRun run;
   absl::Status status =
       RunContained(call, response, work, &run, &planning_children_);

@@ -97,6 +97,10 @@ class NodeProfiler : public planner::ProfiledTimes {
   int64_t cache_entries() const;
   // The cache file's load report from Create.
   const CacheLoadReport& cache_load_report() const { return load_report_; }
+  // The lock Lookup takes, for a fork of echod (contained_call.h) to hold
+  // across fork(): the child then never starts with it taken by a thread it
+  // does not have.
+  std::mutex* lookup_mutex() const { return &cache_mutex_; }
 
  private:
   NodeProfiler(NodeProfilerOptions options, GpuDiscovery discovery,

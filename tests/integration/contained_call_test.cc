@@ -20,6 +20,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "in_process_echod.h"
+#include "long_chain.h"
 #include "tests/unit/test_util.h"
 
 namespace echo::server {
@@ -116,51 +117,12 @@ TEST(ContainedCallTest, AnInterruptKillsTheWorkAtOnce) {
   EXPECT_EQ(live.load(), 0);  // killed and reaped
 }
 
-// A chain of `length` forward ops, each reading the one before, and its
-// backward: AUTO searches it for seconds.
-v1::Graph LongChain(int length) {
-  v1::Graph graph;
-  graph.set_name("chain");
-  auto tensor = [&](const std::string& id) {
-    v1::Tensor* t = graph.add_tensors();
-    t->set_id(id);
-    t->set_dtype(v1::DTYPE_FLOAT32);
-    t->add_shape(256);
-    t->add_shape(256);
-  };
-  auto op = [&](const std::string& id, v1::Phase phase,
-                std::vector<std::string> inputs, const std::string& output) {
-    v1::Op* o = graph.add_ops();
-    o->set_id(id);
-    o->set_op_type("aten::tanh");
-    o->set_op_class(v1::OP_CLASS_ELEMENTWISE);
-    o->set_phase(phase);
-    for (const std::string& in : inputs) o->add_input_ids(in);
-    o->add_output_ids(output);
-  };
-  tensor("x0");
-  for (int i = 1; i <= length; ++i) {
-    tensor(absl::StrCat("x", i));
-    op(absl::StrCat("f", i), v1::PHASE_FORWARD, {absl::StrCat("x", i - 1)},
-       absl::StrCat("x", i));
-  }
-  tensor(absl::StrCat("g", length));
-  for (int i = length; i >= 1; --i) {
-    tensor(absl::StrCat("g", i - 1));
-    op(absl::StrCat("b", i), v1::PHASE_BACKWARD,
-       {absl::StrCat("g", i), absl::StrCat("x", i - 1)},
-       absl::StrCat("g", i - 1));
-  }
-  graph.mutable_tensors(graph.tensors_size() - 1)->set_is_output(true);
-  return graph;
-}
-
 TEST(ContainedEchodTest, AbandonedAutoPlansStopAndASmallEstimateAnswers) {
   PlannerServiceOptions options;
   options.worker_threads = 2;
   testing::Echod echod(options);
   v1::GenerateRecomputePlanRequest plan;
-  *plan.mutable_graph() = LongChain(100000);
+  *plan.mutable_graph() = testing::LongChain(100000);
   plan.set_policy(v1::RECOMPUTE_POLICY_AUTO);
   plan.mutable_device()->set_name("h100-80gb");
   plan.set_max_overhead_ratio(0.05);
@@ -177,7 +139,7 @@ TEST(ContainedEchodTest, AbandonedAutoPlansStopAndASmallEstimateAnswers) {
   }
   const double abandoned = SecondsSince(sent);
   v1::EstimateMemoryRequest small;
-  *small.mutable_graph() = LongChain(8);
+  *small.mutable_graph() = testing::LongChain(8);
   const Clock::time_point asked = Clock::now();
   ASSERT_OK(echod.Client(5.0).EstimateMemory(small).status());
   const double answered = SecondsSince(asked);
