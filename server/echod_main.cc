@@ -16,6 +16,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "server/echo_server.h"
+#include "server/log_limiter.h"
 #include "spdlog/spdlog.h"
 
 ABSL_FLAG(std::string, grpc_address, "127.0.0.1:50051",
@@ -186,6 +187,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %^%l%$ echod: %v");
+  echo::server::RouteProtobufLogs();
 
   // SIGTERM/SIGINT go to a waiting thread, not to arbitrary threads.
   sigset_t signals;

@@ -15,6 +15,7 @@
 #include "planner/status_macros.h"
 #include "server/call_context.h"
 #include "server/guarded_call.h"
+#include "server/log_limiter.h"
 #include "server/log_text.h"
 #include "server/planner_service.h"
 #include "server/request_codec.h"
@@ -212,7 +213,8 @@ void PlannerService::Complete(const RawCall& call, const absl::Status& status) {
   if (status.ok()) {
     spdlog::debug("{} from {}: OK in {:.3f} ms", call.method,
                   LogText(call.context->peer()), seconds * 1e3);
-  } else {
+  } else if (RejectionLogLimiter().Allow(absl::StrCat(
+                 call.method, " ", GrpcCodeName(grpc_status.error_code())))) {
     spdlog::warn("{} from {}: {} in {:.3f} ms", call.method,
                  LogText(call.context->peer()), LogText(status.ToString()),
                  seconds * 1e3);
