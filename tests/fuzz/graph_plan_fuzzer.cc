@@ -31,6 +31,9 @@ using echo::planner::RecomputePolicy;
 // simulated but not planned, to keep executions fast (VGG16's 45 ops take
 // ~5 ms for the four policies under ASan).
 constexpr int kMaxPlanOps = 64;
+// With chunking on, AUTO plans graphs as large as the hook's captures of
+// small language models (its region search reads their layouts: issue 49).
+constexpr int kMaxChunkedPlanOps = 512;
 constexpr int kMaxOptimalOps = 24;
 
 bool FuzzOptimal() {
@@ -90,6 +93,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       echo::planner::SimulatePlain(*graph, options->memory);
   echo::v1::EstimateMemoryResponse estimate;
   echo::adapter::FillEstimate(*graph, plain, 20, &estimate);
+  if (options->chunking.enabled && graph->num_ops() <= kMaxChunkedPlanOps) {
+    echo::planner::RecomputePlanOptions run = *options;
+    run.policy = RecomputePolicy::kAuto;
+    absl::StatusOr<echo::planner::RecomputePlan> plan =
+        echo::planner::GenerateRecomputePlan(*graph, costs->Costs(), run);
+    if (plan.ok()) {
+      CheckPlan(echo::planner::PlanGraph(*graph, *plan), *plan, run,
+                plain.peak_bytes);
+      echo::v1::GenerateRecomputePlanResponse response;
+      echo::adapter::FillPlanResponse(*graph, *plan, RecomputePolicy::kAuto,
+                                      &response);
+    }
+  }
   if (graph->num_ops() > kMaxPlanOps) return 0;
 
   std::vector<RecomputePolicy> policies = {

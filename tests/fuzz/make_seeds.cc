@@ -1,7 +1,8 @@
 // Writes the fuzzers' seed corpora from the test fixtures, at build time:
 //   make_seeds <tests/data> <tests/fuzz/seeds> <out dir>
 // out/graph_plan: GenerateRecomputePlanRequests (up to 64 KiB) for the graph
-// fixtures and the text and Checkmate graphs, under several budgets;
+// fixtures, the hook-captured graphs in seeds/graph_plan and the text and
+// Checkmate graphs, under several budgets, chunking on in one;
 // out/checkmate: the Checkmate JSON files up to 16 KiB; out/text_graph: the
 // text graphs; out/profile_cache: cache files as Save writes them.
 #include <cstdio>
@@ -73,6 +74,13 @@ void WritePlanRequests(const echo::v1::Graph& graph, const fs::path& dir,
   rounded.set_max_recompute_depth(2);
   rounded.mutable_device()->set_name("h100-80gb");
   WriteRequest(rounded, dir / (stem + ".rounded"));
+  // As the PyTorch hook asks: a catalog device, an overhead budget and the
+  // loss chunked where AUTO finds it worth it.
+  echo::v1::GenerateRecomputePlanRequest chunked = ratio;
+  chunked.mutable_device()->set_name("h100-80gb");
+  chunked.set_chunking(echo::v1::CHUNKING_MODE_AUTO);
+  chunked.set_max_overhead_ratio(1.0);
+  WriteRequest(chunked, dir / (stem + ".chunked"));
 }
 
 bool WriteSpecs(const absl::StatusOr<echo::planner::GraphBuilder>& specs,
@@ -103,6 +111,17 @@ int main(int argc, char** argv) {
   }
   bool ok = true;
   for (const fs::path& pb : FilesWithExtension(data / "graphs", ".pb")) {
+    echo::v1::Graph graph;
+    if (!graph.ParseFromString(ReadFile(pb))) {
+      std::fprintf(stderr, "%s: not a graph proto\n", pb.c_str());
+      ok = false;
+      continue;
+    }
+    WritePlanRequests(graph, out / "graph_plan", pb.stem().string());
+  }
+  // Graphs the PyTorch hook captured at shapes where sizes coincide
+  // (batch x length = vocabulary crashed echod: issue 49).
+  for (const fs::path& pb : FilesWithExtension(seeds / "graph_plan", ".pb")) {
     echo::v1::Graph graph;
     if (!graph.ParseFromString(ReadFile(pb))) {
       std::fprintf(stderr, "%s: not a graph proto\n", pb.c_str());
