@@ -8,13 +8,6 @@
 
 namespace echo::server {
 
-// Whether a request's device field names a device at all.
-inline bool NamesDevice(const v1::DeviceSpec& device) {
-  return !device.name().empty() || device.memory_bytes() != 0 ||
-         device.peak_flops_size() > 0 ||
-         device.memory_bandwidth_bytes_per_second() != 0;
-}
-
 // CheckFit's device_names entry that stands for every catalog device, in
 // any case (device names match in any case too).
 inline bool NamesAllDevices(absl::string_view name) {

@@ -4,9 +4,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "adapter/call_convert.h"
 #include "adapter/plan_convert.h"
 #include "planner/batch.h"
 #include "planner/device_catalog.h"
+#include "planner/engine/engine.h"
 #include "planner/schedule/fit_check.h"
 #include "planner/status_macros.h"
 #include "server/call_context.h"
@@ -43,12 +45,12 @@ absl::Status PlannerService::FitDevices(const planner::Interrupt& interrupted,
                                         const GraphRef& ref,
                                         v1::CheckFitResponse* response) {
   const bool single = request.device_names().empty();
-  if (single && !NamesDevice(request.device())) {
+  if (single && !adapter::NamesDevice(request.device())) {
     return absl::InvalidArgumentError(
         "CheckFit needs a device (a catalog name or a full spec) or "
         "device_names");
   }
-  if (!single && NamesDevice(request.device())) {
+  if (!single && adapter::NamesDevice(request.device())) {
     return absl::InvalidArgumentError(
         "give either device or device_names, not both");
   }
@@ -67,35 +69,18 @@ absl::Status PlannerService::FitDevices(const planner::Interrupt& interrupted,
   }
   std::vector<std::string> fitting;
   for (const v1::DeviceSpec& device : devices) {
-    ASSIGN_OR_RETURN(CostedGraph costed,
-                     PrepareGraph("CheckFit", ref.graph, &device));
-    if (!costed.device.has_value()) {
-      return absl::InvalidArgumentError("CheckFit needs a device");
-    }
-    const planner::DeviceSpec& spec = *costed.device;
-    options.device_memory_bytes = spec.memory_bytes;
-    PriceChunkLaunches(costed.costs, &options.chunking);
-    ASSIGN_OR_RETURN(
-        const planner::FitResult fit,
-        planner::CheckFit(*costed.graph, costed.costs.Costs(), options));
+    ASSIGN_OR_RETURN(const engine::PricedGraph priced,
+                     PrepareGraph("CheckFit", ref.graph, device));
+    ASSIGN_OR_RETURN(const engine::FitAnswer fit,
+                     engine::Fit(priced, options, request.include_max_batch(),
+                                 ProfiledTimes()));
     v1::DeviceFit* answer = response->add_devices();
-    adapter::FillDeviceFit(spec.name, options.device_memory_bytes, fit, answer);
-    if (request.include_max_batch() &&
-        planner::HasBatchDimension(*costed.graph)) {
-      // The largest batch under the same budget and reserve.
-      planner::MaxBatchOptions batch_options;
-      batch_options.memory = options.memory;
-      batch_options.reserved_bytes = fit.reserved_bytes;
-      batch_options.max_overhead_ratio = options.max_overhead_ratio;
-      batch_options.chunking = options.chunking;
-      batch_options.interrupted = options.interrupted;
-      ASSIGN_OR_RETURN(const planner::MaxBatchResult batch,
-                       MaxBatchOn(*costed.graph, spec, batch_options));
-      if (batch.with_recompute.found) {
-        answer->set_max_batch_size(batch.with_recompute.batch);
-      }
+    adapter::FillDeviceFit(priced.device->name, priced.device->memory_bytes,
+                           fit.fit, answer);
+    if (fit.max_batch.has_value() && fit.max_batch->with_recompute.found) {
+      answer->set_max_batch_size(fit.max_batch->with_recompute.batch);
     }
-    if (fit.fits) fitting.push_back(spec.name);
+    if (fit.fit.fits) fitting.push_back(priced.device->name);
   }
   if (single) {
     adapter::FillSingleFitResponse(response->devices(0), response);

@@ -7,11 +7,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "adapter/call_convert.h"
 #include "adapter/device_convert.h"
 #include "adapter/graph_convert.h"
 #include "adapter/plan_convert.h"
 #include "adapter/profile_convert.h"
 #include "planner/cost_model.h"
+#include "planner/engine/engine.h"
 #include "planner/memory_simulator.h"
 #include "planner/recompute/recompute_planner.h"
 #include "planner/schedule/fit_check.h"
@@ -25,42 +27,6 @@
 #endif
 
 namespace echo::server {
-
-namespace {
-
-// The timeline fields of EstimateMemory and GenerateRecomputePlan requests,
-// checked before any work whether or not a timeline is asked for.
-template <typename Request>
-absl::Status ValidateTimelineRequest(const Request& request) {
-  RETURN_IF_ERROR(
-      planner::ValidateTimelinePoints(request.timeline_max_points()));
-  if (request.max_live_tensors() < -1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "max_live_tensors must be >= -1, got ", request.max_live_tensors()));
-  }
-  return absl::OkStatus();
-}
-
-int MaxLiveTensors(int32_t requested) {
-  return requested == 0 ? 20 : requested;
-}
-
-// The memory timeline of `schedule` into the response (callers ask only
-// when the request has include_timeline).
-template <typename Request, typename Response>
-absl::Status AddTimeline(const Request& request, const planner::Graph& graph,
-                         const planner::Schedule& schedule,
-                         const planner::MemoryModelOptions& memory,
-                         Response* response) {
-  ASSIGN_OR_RETURN(const planner::MemoryTimeline timeline,
-                   planner::SimulateTimeline(graph, schedule, memory,
-                                             request.timeline_max_points()));
-  adapter::FillTimeline(graph, schedule, timeline,
-                        response->mutable_timeline());
-  return absl::OkStatus();
-}
-
-}  // namespace
 
 int64_t RequestMemoryBytes(const PlannerServiceOptions& options) {
   const int64_t total =
@@ -154,67 +120,38 @@ absl::Status PlannerService::RunPlanning(
   return status;
 }
 
-absl::StatusOr<PlannerService::CostedGraph> PlannerService::PrepareGraph(
+absl::StatusOr<engine::PricedGraph> PlannerService::PrepareGraph(
     const char* method, std::shared_ptr<const planner::Graph> graph,
-    const v1::DeviceSpec* device) {
+    const v1::DeviceSpec& device) {
   if (metrics_ != nullptr) metrics_->RecordGraphOps(method, graph->num_ops());
-  std::optional<planner::DeviceSpec> resolved;
-  if (device != nullptr && NamesDevice(*device)) {
-    ASSIGN_OR_RETURN(resolved, adapter::ResolveDevice(*device));
-  }
-  const planner::DeviceSpec* device_ptr = resolved ? &*resolved : nullptr;
-  const planner::ProfiledTimes* profiled =
-      profiler_ != nullptr ? profiler_->TimesFor(device_ptr) : nullptr;
-  ASSIGN_OR_RETURN(planner::CostTable costs,
-                   planner::EstimateOpCosts(*graph, device_ptr, profiled));
-  std::string note;
-  if (device_ptr == nullptr && costs.unit == planner::kRelativeUnit &&
-      costs.TotalCost() == 0 && graph->num_ops() > 0) {
-    ASSIGN_OR_RETURN(
-        planner::DeviceSpec fallback,
-        planner::FindCatalogDevice(planner::kDefaultPricingDevice));
-    profiled = profiler_ != nullptr ? profiler_->TimesFor(&fallback) : nullptr;
-    ASSIGN_OR_RETURN(costs,
-                     planner::EstimateOpCosts(*graph, &fallback, profiled));
-    note = absl::StrCat("priced on ", planner::kDefaultPricingDevice,
-                        ": no device was named and the graph has no op costs");
-  }
-  return CostedGraph{std::move(graph), std::move(resolved), std::move(costs),
-                     std::move(note)};
+  ASSIGN_OR_RETURN(std::optional<planner::DeviceSpec> resolved,
+                   adapter::DeviceOf(device));
+  return engine::PriceGraph(std::move(graph), std::move(resolved),
+                            ProfiledTimes());
 }
 
-void PlannerService::PriceChunkLaunches(const planner::CostTable& costs,
-                                        planner::ChunkingOptions* chunking) {
-  chunking->launch_cost =
-      costs.unit == planner::kSecondsUnit
-          ? planner::CostModelOptions().launch_overhead_seconds
-          : planner::ChunkingOptions().launch_cost;
+engine::ProfiledTimesFor PlannerService::ProfiledTimes() const {
+  if (profiler_ == nullptr) return nullptr;
+  return [this](const planner::DeviceSpec* spec) {
+    return profiler_->TimesFor(spec);
+  };
 }
 
 absl::Status PlannerService::DoEstimateMemory(
     grpc::CallbackServerContext*, const v1::EstimateMemoryRequest& request,
     v1::EstimateMemoryResponse* response) {
+  absl::StatusOr<engine::EstimateCall> call =
+      adapter::EstimateCallFromProto(request);
+  if (!call.ok()) return call.status();
   ASSIGN_OR_RETURN(const GraphRef ref, ResolveGraph(request));
-  ASSIGN_OR_RETURN(CostedGraph costed, PrepareGraph("EstimateMemory", ref.graph,
-                                                    &request.device()));
-  ASSIGN_OR_RETURN(planner::MemoryModelOptions memory,
-                   adapter::MemoryModelFromProto(request.allocator()));
-  RETURN_IF_ERROR(ValidateTimelineRequest(request));
-  const planner::SimulationResult result =
-      planner::SimulatePlain(*costed.graph, memory);
-  adapter::FillEstimate(*costed.graph, result,
-                        MaxLiveTensors(request.max_live_tensors()), response);
-  if (request.include_timeline()) {
-    RETURN_IF_ERROR(AddTimeline(request, *costed.graph,
-                                planner::PlainSchedule(*costed.graph), memory,
-                                response));
+  ASSIGN_OR_RETURN(const engine::PricedGraph priced,
+                   PrepareGraph("EstimateMemory", ref.graph, request.device()));
+  ASSIGN_OR_RETURN(const engine::EstimateAnswer answer,
+                   engine::Estimate(priced, *call));
+  adapter::FillEstimateAnswer(priced, *call, answer, response);
+  if (metrics_ != nullptr) {
+    metrics_->RecordEstimatedPeak(answer.result.peak_bytes);
   }
-  if (costed.device && costed.costs.unit == planner::kSecondsUnit) {
-    response->set_compute_time_seconds(costed.costs.TotalCost());
-  }
-  adapter::CostSourceSummaryToProto(costed.costs.Summary(),
-                                    response->mutable_cost_sources());
-  if (metrics_ != nullptr) metrics_->RecordEstimatedPeak(result.peak_bytes);
   return absl::OkStatus();
 }
 
@@ -222,56 +159,34 @@ absl::Status PlannerService::DoGenerateRecomputePlan(
     grpc::CallbackServerContext* context,
     const v1::GenerateRecomputePlanRequest& request,
     v1::GenerateRecomputePlanResponse* response) {
-  ASSIGN_OR_RETURN(planner::RecomputePlanOptions options,
-                   adapter::PlanOptionsFromProto(request));
-  RETURN_IF_ERROR(ValidateTimelineRequest(request));
-  const std::string policy(planner::RecomputePolicyName(options.policy));
+  absl::StatusOr<engine::PlanCall> call = adapter::PlanCallFromProto(request);
+  if (!call.ok()) return call.status();
+  const std::string policy(planner::RecomputePolicyName(call->options.policy));
   ASSIGN_OR_RETURN(const GraphRef ref, ResolveGraph(request));
-  absl::StatusOr<CostedGraph> costed =
-      PrepareGraph("GenerateRecomputePlan", ref.graph, &request.device());
-  if (!costed.ok()) {
-    if (metrics_ != nullptr) metrics_->RecordPlan(policy, "error", 0, 0, 0);
-    return costed.status();
-  }
+  absl::StatusOr<engine::PricedGraph> priced =
+      PrepareGraph("GenerateRecomputePlan", ref.graph, request.device());
   auto plan = [&]() -> absl::Status {
-    PriceChunkLaunches(costed->costs, &options.chunking);
-    ASSIGN_OR_RETURN(planner::RecomputePlan plan,
-                     planner::GenerateRecomputePlan(
-                         *costed->graph, costed->costs.Costs(), options));
-    adapter::FillPlanResponse(*costed->graph, plan, options.policy, response);
-    response->set_cost_unit(costed->costs.unit);
-    adapter::CostSourceSummaryToProto(costed->costs.Summary(),
-                                      response->mutable_cost_sources());
-    if (!costed->pricing_note.empty()) {
-      response->set_message(
-          absl::StrCat(response->message(), "; ", costed->pricing_note));
-    }
-    if (!request.include_timeline()) return absl::OkStatus();
-    // The graph the schedule names: the chunked one when the plan runs
-    // regions in chunks.
-    const planner::Graph& plan_graph =
-        plan.chunked_graph != nullptr ? *plan.chunked_graph : *costed->graph;
-    ASSIGN_OR_RETURN(
-        const planner::SimulationResult replay,
-        planner::ReplaySchedule(plan_graph, plan.schedule, options.memory));
-    adapter::FillLiveTensors(plan_graph, replay.live_at_peak,
-                             MaxLiveTensors(request.max_live_tensors()),
-                             response->mutable_live_at_peak());
-    return AddTimeline(request, plan_graph, plan.schedule, options.memory,
-                       response);
+    RETURN_IF_ERROR(priced.status());
+    ASSIGN_OR_RETURN(const engine::PlanAnswer answer,
+                     engine::Plan(*priced, *call));
+    adapter::FillPlanAnswer(*priced, *call, answer, response);
+    return absl::OkStatus();
   };
   absl::Status planned;
-  if (options.policy == planner::RecomputePolicy::kOptimal) {
+  if (!priced.ok()) {
+    planned = priced.status();
+  } else if (call->options.policy == planner::RecomputePolicy::kOptimal) {
     // Already isolated: its solver runs in a child of its own.
-    options.interrupted = InterruptFor(context);
-    options.run_isolated_pass = [this, &request](const planner::PassInput& in) {
+    call->options.interrupted = InterruptFor(context);
+    call->options.run_isolated_pass = [this,
+                                       &request](const planner::PassInput& in) {
       return optimal_.RunPass(request, in);
     };
     planned = plan();
   } else {
     planned =
         RunPlanning("GenerateRecomputePlan", context, request, request.graph(),
-                    ref, response, &options.interrupted, plan);
+                    ref, response, &call->options.interrupted, plan);
   }
   if (metrics_ != nullptr) {
     if (planned.ok()) {

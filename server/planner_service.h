@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "echo/v1/planner.grpc.pb.h"
 #include "planner/cost_model.h"
+#include "planner/engine/engine.h"
 #include "planner/graph.h"
 #include "planner/recompute/plan.h"
 #include "planner/schedule/batch_search.h"
@@ -163,19 +164,13 @@ class PlannerService final : public RawPlannerService {
   const GraphRegistry& registry() const { return *registry_; }
 
  private:
-  // A request's graph in the IR, its device (when it names one) and the
-  // cost of every op.
-  struct CostedGraph {
-    std::shared_ptr<const planner::Graph> graph;
-    std::optional<planner::DeviceSpec> device;
-    planner::CostTable costs;
-    // Set when the graph was priced on the default device because the
-    // request named none and the graph has no costs: said in every answer.
-    std::string pricing_note;
-  };
-  absl::StatusOr<CostedGraph> PrepareGraph(
+  // A request's graph priced for the device it names (engine::PriceGraph),
+  // with this node's profiled times; counted in the graph-size metric.
+  absl::StatusOr<engine::PricedGraph> PrepareGraph(
       const char* method, std::shared_ptr<const planner::Graph> graph,
-      const v1::DeviceSpec* device);
+      const v1::DeviceSpec& device);
+  // This node's profiled times per device, for the engine.
+  engine::ProfiledTimesFor ProfiledTimes() const;
 
   // The answer-cache key of a question about a registered graph (the
   // planning methods with graph_fingerprint set); empty: not cached.
@@ -192,12 +187,6 @@ class PlannerService final : public RawPlannerService {
     }
     return "";
   }
-  // The chunks' launch cost in the unit of `costs`: the cost model's kernel
-  // launch overhead when they are seconds, else unknown (chunk_rewrite.h).
-  // The one place it is set: plans, fit checks, batch searches and
-  // frontiers price chunks alike, so a scheduler's answer is the plan's.
-  static void PriceChunkLaunches(const planner::CostTable& costs,
-                                 planner::ChunkingOptions* chunking);
   // Runs `work` (the planning part of a request, filling `response`) in a
   // fork of echod when options_.contain_plans (contained_call.h), else
   // here. A crash is logged with the request id, the graph's fingerprint
@@ -298,11 +287,6 @@ class PlannerService final : public RawPlannerService {
                           const v1::CheckFitRequest& request,
                           v1::CheckFitResponse* response);
   // scheduler_handlers.cc
-  // The largest batches of `graph` on `device` (options' device memory is
-  // the device's).
-  absl::StatusOr<planner::MaxBatchResult> MaxBatchOn(
-      const planner::Graph& graph, const planner::DeviceSpec& device,
-      planner::MaxBatchOptions options) const;
   absl::Status DoFindMaxBatchSize(grpc::CallbackServerContext* context,
                                   const v1::FindMaxBatchSizeRequest& request,
                                   v1::FindMaxBatchSizeResponse* response);

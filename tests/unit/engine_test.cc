@@ -1,0 +1,93 @@
+// The engine (planner/engine/engine.h): each use case on small graphs, as
+// echod's handlers call them.
+#include "planner/engine/engine.h"
+
+#include <memory>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "planner/device_catalog.h"
+#include "test_util.h"
+
+namespace echo::engine {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Two layers and their backward, with no costs of its own.
+constexpr char kTwoLayers[] = R"(
+graph two
+tensor x f32[256,256] input
+tensor w f32[256,256] parameter
+op a fwd gemm x w -> h:f32[256,256]
+op b fwd elementwise h -> y:f32[256,256]
+op bb bwd elementwise y h -> gh:f32[256,256]
+op ab bwd gemm gh w -> gx:f32[256,256]
+output gx
+)";
+
+std::shared_ptr<const planner::Graph> Graph(const char* text) {
+  return std::make_shared<const planner::Graph>(testing::ParseOrFail(text));
+}
+
+TEST(EngineTest, AGraphWithoutCostsOrDeviceIsPricedOnTheDefaultDevice) {
+  ASSERT_OK_AND_ASSIGN(const PricedGraph priced,
+                       PriceGraph(Graph(kTwoLayers), std::nullopt, nullptr));
+  EXPECT_EQ(priced.costs.unit, planner::kSecondsUnit);
+  EXPECT_THAT(priced.pricing_note, HasSubstr("priced on"));
+  EXPECT_FALSE(priced.device.has_value());
+  // Named: priced on it, no note; the chunks' launch in its seconds.
+  ASSERT_OK_AND_ASSIGN(const planner::DeviceSpec h100,
+                       planner::FindCatalogDevice("h100-80gb"));
+  ASSERT_OK_AND_ASSIGN(const PricedGraph named,
+                       PriceGraph(Graph(kTwoLayers), h100, nullptr));
+  EXPECT_EQ(named.pricing_note, "");
+  EXPECT_DOUBLE_EQ(ChunkLaunchCost(named.costs),
+                   planner::CostModelOptions().launch_overhead_seconds);
+}
+
+TEST(EngineTest, EstimateAndPlanAnswerWithTheirTimelinesOnRequest) {
+  ASSERT_OK_AND_ASSIGN(const PricedGraph priced,
+                       PriceGraph(Graph(kTwoLayers), std::nullopt, nullptr));
+  EstimateCall estimate;
+  ASSERT_OK_AND_ASSIGN(EstimateAnswer plain, Estimate(priced, estimate));
+  // w, h, y and gh (256 KiB each) at the first backward op; x is gone
+  // after its one reader.
+  EXPECT_EQ(plain.result.peak_bytes, 4 * 262144);
+  EXPECT_FALSE(plain.timeline.has_value());
+  estimate.timeline.include = true;
+  ASSERT_OK_AND_ASSIGN(plain, Estimate(priced, estimate));
+  ASSERT_TRUE(plain.timeline.has_value());
+
+  PlanCall call;
+  call.options.policy = planner::RecomputePolicy::kNone;
+  ASSERT_OK_AND_ASSIGN(PlanAnswer plan, Plan(priced, call));
+  EXPECT_EQ(plan.plan.planned_peak_bytes, plain.result.peak_bytes);
+  EXPECT_FALSE(plan.replay.has_value());
+  call.timeline.include = true;
+  ASSERT_OK_AND_ASSIGN(plan, Plan(priced, call));
+  ASSERT_TRUE(plan.replay.has_value());
+  EXPECT_EQ(plan.replay->peak_bytes, plan.plan.planned_peak_bytes);
+  ASSERT_TRUE(plan.timeline.has_value());
+}
+
+TEST(EngineTest, SchedulerQuestionsNeedADevice) {
+  ASSERT_OK_AND_ASSIGN(const PricedGraph priced,
+                       PriceGraph(Graph(kTwoLayers), std::nullopt, nullptr));
+  EXPECT_EQ(Fit(priced, {}, false, nullptr).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(MaxBatch(priced, {}, nullptr).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  ASSERT_OK_AND_ASSIGN(const planner::DeviceSpec h100,
+                       planner::FindCatalogDevice("h100-80gb"));
+  ASSERT_OK_AND_ASSIGN(const PricedGraph named,
+                       PriceGraph(Graph(kTwoLayers), h100, nullptr));
+  ASSERT_OK_AND_ASSIGN(const FitAnswer fit, Fit(named, {}, true, nullptr));
+  EXPECT_TRUE(fit.fit.fits);
+  // No batch dimension: no batch search.
+  EXPECT_FALSE(fit.max_batch.has_value());
+}
+
+}  // namespace
+}  // namespace echo::engine
