@@ -48,14 +48,19 @@ absl::StatusOr<engine::EstimateCall> EstimateCallFromProto(
   engine::EstimateCall call;
   ASSIGN_OR_RETURN(call.memory, MemoryModelFromProto(request.allocator()));
   ASSIGN_OR_RETURN(call.timeline, TimelineOf(request));
+  ASSIGN_OR_RETURN(call.device, DeviceOf(request.device()));
   return call;
 }
 
 absl::StatusOr<engine::PlanCall> PlanCallFromProto(
     const v1::GenerateRecomputePlanRequest& request) {
+  absl::StatusOr<planner::RecomputePlanOptions> options =
+      PlanOptionsFromProto(request);
+  if (!options.ok()) return options.status();
   engine::PlanCall call;
-  ASSIGN_OR_RETURN(call.options, PlanOptionsFromProto(request));
+  call.options = *std::move(options);
   ASSIGN_OR_RETURN(call.timeline, TimelineOf(request));
+  ASSIGN_OR_RETURN(call.device, DeviceOf(request.device()));
   return call;
 }
 
@@ -74,6 +79,7 @@ void FillEstimateAnswer(const engine::PricedGraph& priced,
   }
   CostSourceSummaryToProto(priced.costs.Summary(),
                            response->mutable_cost_sources());
+  response->set_iteration(priced.iteration);
 }
 
 void FillPlanAnswer(const engine::PricedGraph& priced,
@@ -82,6 +88,7 @@ void FillPlanAnswer(const engine::PricedGraph& priced,
                     v1::GenerateRecomputePlanResponse* response) {
   FillPlanResponse(*priced.graph, answer.plan, call.options.policy, response);
   response->set_cost_unit(priced.costs.unit);
+  response->set_iteration(priced.iteration);
   CostSourceSummaryToProto(priced.costs.Summary(),
                            response->mutable_cost_sources());
   if (!priced.pricing_note.empty()) {

@@ -1,5 +1,7 @@
 #include "adapter/graph_convert.h"
 
+#include <algorithm>
+#include <iterator>
 #include <string>
 #include <utility>
 #include <vector>
@@ -7,7 +9,9 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "planner/optimizer_step.h"
 #include "planner/status_macros.h"
+#include "planner/text_format.h"
 
 namespace echo::adapter {
 
@@ -149,6 +153,94 @@ v1::TensorRole RoleToProto(planner::TensorRole role) {
   return v1::TENSOR_ROLE_ACTIVATION;
 }
 
+namespace {
+
+constexpr std::pair<v1::OptimizerKind, planner::OptimizerKind>
+    kOptimizerKinds[] = {
+        {v1::OPTIMIZER_KIND_SGD, planner::OptimizerKind::kSgd},
+        {v1::OPTIMIZER_KIND_SGD_MOMENTUM, planner::OptimizerKind::kSgdMomentum},
+        {v1::OPTIMIZER_KIND_ADAM, planner::OptimizerKind::kAdam},
+        {v1::OPTIMIZER_KIND_ADAMW, planner::OptimizerKind::kAdamW},
+        {v1::OPTIMIZER_KIND_ADAGRAD, planner::OptimizerKind::kAdagrad},
+        {v1::OPTIMIZER_KIND_RMSPROP, planner::OptimizerKind::kRmsprop}};
+constexpr std::pair<v1::OptimizerImplementation,
+                    planner::OptimizerImplementation>
+    kOptimizerImplementations[] = {{v1::OPTIMIZER_IMPLEMENTATION_FOREACH,
+                                    planner::OptimizerImplementation::kForeach},
+                                   {v1::OPTIMIZER_IMPLEMENTATION_FOR_LOOP,
+                                    planner::OptimizerImplementation::kForLoop},
+                                   {v1::OPTIMIZER_IMPLEMENTATION_FUSED,
+                                    planner::OptimizerImplementation::kFused}};
+
+// Graph.optimizer as the planner's metadata keys (optimizer_step.h).
+absl::Status SetOptimizer(const v1::OptimizerSpec& optimizer,
+                          planner::GraphBuilder& builder) {
+  if (optimizer.kind() == v1::OPTIMIZER_KIND_UNSPECIFIED) {
+    return absl::OkStatus();
+  }
+  const auto* kind = std::find_if(
+      std::begin(kOptimizerKinds), std::end(kOptimizerKinds),
+      [&](const auto& entry) { return entry.first == optimizer.kind(); });
+  const v1::OptimizerImplementation wanted =
+      optimizer.implementation() == v1::OPTIMIZER_IMPLEMENTATION_UNSPECIFIED
+          ? v1::OPTIMIZER_IMPLEMENTATION_FOREACH
+          : optimizer.implementation();
+  const auto* implementation =
+      std::find_if(std::begin(kOptimizerImplementations),
+                   std::end(kOptimizerImplementations),
+                   [&](const auto& entry) { return entry.first == wanted; });
+  if (kind == std::end(kOptimizerKinds) ||
+      implementation == std::end(kOptimizerImplementations)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("graph.optimizer: unknown kind ", optimizer.kind(),
+                     " or implementation ", optimizer.implementation()));
+  }
+  builder.SetMetadata(planner::kOptimizerKey,
+                      planner::OptimizerKindName(kind->second));
+  builder.SetMetadata(
+      planner::kOptimizerImplementationKey,
+      planner::OptimizerImplementationName(implementation->second));
+  if (optimizer.state_dtype() != v1::DTYPE_UNSPECIFIED) {
+    builder.SetMetadata(planner::kOptimizerStateDTypeKey,
+                        std::string(planner::DTypeName(
+                            DTypeFromProto(optimizer.state_dtype()))));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<v1::OptimizerSpec> OptimizerSpecFromNames(
+    const std::string& kind, const std::string& state_dtype,
+    const std::string& implementation) {
+  v1::OptimizerSpec spec;
+  for (const auto& [proto, planner_kind] : kOptimizerKinds) {
+    if (kind == planner::OptimizerKindName(planner_kind)) spec.set_kind(proto);
+  }
+  if (spec.kind() == v1::OPTIMIZER_KIND_UNSPECIFIED) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown optimizer '", kind,
+                     "' (sgd, sgd_momentum, adam, adamw, adagrad, rmsprop)"));
+  }
+  for (const auto& [proto, planner_impl] : kOptimizerImplementations) {
+    if (implementation == planner::OptimizerImplementationName(planner_impl)) {
+      spec.set_implementation(proto);
+    }
+  }
+  if (!implementation.empty() &&
+      spec.implementation() == v1::OPTIMIZER_IMPLEMENTATION_UNSPECIFIED) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown optimizer implementation '", implementation,
+                     "' (foreach, for_loop, fused)"));
+  }
+  if (!state_dtype.empty()) {
+    ASSIGN_OR_RETURN(const planner::DType dtype,
+                     planner::ParseDType(state_dtype));
+    spec.set_state_dtype(DTypeToProto(dtype));
+  }
+  return spec;
+}
+
 absl::StatusOr<planner::Graph> GraphFromProto(const v1::Graph& proto) {
   planner::GraphBuilder builder(proto.name());
   builder.SetBatchSize(proto.batch_size());
@@ -156,6 +248,7 @@ absl::StatusOr<planner::Graph> GraphFromProto(const v1::Graph& proto) {
   for (const auto& [key, value] : proto.metadata()) {
     builder.SetMetadata(key, value);
   }
+  RETURN_IF_ERROR(SetOptimizer(proto.optimizer(), builder));
   for (const v1::Tensor& tensor : proto.tensors()) {
     planner::TensorSpec spec;
     spec.id = tensor.id();

@@ -3,6 +3,7 @@
 #ifndef ECHO_ADAPTER_GRAPH_CONVERT_H_
 #define ECHO_ADAPTER_GRAPH_CONVERT_H_
 
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -16,6 +17,13 @@ namespace echo::adapter {
 // Validates while converting (through planner::GraphBuilder): errors are
 // InvalidArgument naming the op or tensor.
 absl::StatusOr<planner::Graph> GraphFromProto(const v1::Graph& proto);
+
+// Graph.optimizer from names (echoctl --optimizer): a kind ("adamw"), a
+// state dtype ("f32"; empty: the parameters') and an implementation
+// ("foreach", "for_loop", "fused"; empty: foreach).
+absl::StatusOr<v1::OptimizerSpec> OptimizerSpecFromNames(
+    const std::string& kind, const std::string& state_dtype,
+    const std::string& implementation);
 
 // Declarations an importer collected (planner/text_format.h,
 // planner/checkmate_import.h), unvalidated, as a proto: a client sends them

@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "adapter/graph_convert.h"
 #include "adapter/graph_file.h"
 #include "google/protobuf/util/json_util.h"
 #include "planner/byte_size.h"
@@ -54,6 +55,18 @@ bool LoadGraph(const EchoctlFlags& flags, v1::Graph* graph) {
     return false;
   }
   *graph = *std::move(loaded);
+  if (!flags.optimizer.empty()) {
+    absl::StatusOr<v1::OptimizerSpec> optimizer =
+        adapter::OptimizerSpecFromNames(flags.optimizer,
+                                        flags.optimizer_state_dtype,
+                                        flags.optimizer_implementation);
+    if (!optimizer.ok()) {
+      std::cerr << "echoctl: --optimizer: " << optimizer.status().message()
+                << "\n";
+      return false;
+    }
+    *graph->mutable_optimizer() = *std::move(optimizer);
+  }
   return true;
 }
 
@@ -213,6 +226,7 @@ int RunEstimate(PlannerClient& client, const EchoctlFlags& flags) {
   }
   std::cout << "graph: " << GraphLabel(request) << " (" << response->op_count()
             << " ops, " << response->tensor_count() << " tensors)\n";
+  std::cout << "iteration: " << response->iteration() << "\n";
   std::cout << "peak: " << response->peak_bytes() << " bytes ("
             << planner::HumanBytes(response->peak_bytes()) << ") at step "
             << response->peak_step() << " (op '" << response->peak_op_id()
@@ -258,6 +272,7 @@ int RunPlan(PlannerClient& client, const EchoctlFlags& flags) {
                    v1::RecomputePolicy_Name(plan.policy()).substr(17))
             << (plan.feasible() ? "" : "  (INFEASIBLE: budget not met)")
             << "\n";
+  std::cout << "iteration: " << plan.iteration() << "\n";
   std::cout << absl::StrFormat(
       "peak: %d -> %d bytes (%s -> %s, %.2fx smaller)\n",
       plan.baseline_peak_bytes(), plan.planned_peak_bytes(),
@@ -370,6 +385,9 @@ int RunFit(PlannerClient& client, const EchoctlFlags& flags) {
     }
     std::cout << response->message() << "\n";
   }
+  if (!flags.json_output) {
+    std::cout << "iteration: " << response->iteration() << "\n";
+  }
   return response->fits() ? 0 : 3;
 }
 
@@ -481,12 +499,14 @@ int RunMaxBatch(PlannerClient& client, const EchoctlFlags& flags) {
         "graph at batch %d on %s (%s usable):\n"
         "  without recomputation: %s\n"
         "  with recomputation:    %s\n"
-        "  (%d plans in %.1f ms)\n",
+        "  (%d plans in %.1f ms)\n"
+        "iteration: %s\n",
         response->graph_batch_size(), flags.device,
         planner::HumanBytes(response->usable_bytes()),
         DescribeBatchFit(response->without_recompute()),
         DescribeBatchFit(response->with_recompute()),
-        response->plans_evaluated(), 1e3 * response->solve_time_seconds());
+        response->plans_evaluated(), 1e3 * response->solve_time_seconds(),
+        response->iteration());
   }
   return response->with_recompute().found() ? 0 : 3;
 }

@@ -44,6 +44,10 @@ struct EchoctlFlags {
   bool include_max_batch = false;
   // Checkmate files: the batch dimension (adapter/graph_file.h).
   int64_t checkmate_batch_size = 0;
+  // The optimizer the iteration runs (Graph.optimizer; empty: the file's).
+  std::string optimizer;
+  std::string optimizer_state_dtype;
+  std::string optimizer_implementation;
   // max-batch
   int64_t min_batch = 0;
   int64_t max_batch = 0;

@@ -108,6 +108,18 @@ void AddGraphFlags(CLI::App* command, EchoctlFlags& flags,
                    "size (auto: from the file name, e.g. _b256)")
       ->transform(CLI::Transformer({{"auto", "-1"}}))
       ->check(CLI::Range(int64_t{-1}, int64_t{1} << 40));
+  command->add_option(
+      "--optimizer", flags.optimizer,
+      "the optimizer the iteration runs, whose state and step the answer "
+      "counts: sgd, sgd_momentum, adam, adamw, adagrad, rmsprop (unset: the "
+      "graph's own, else forward+backward only)");
+  command->add_option("--optimizer_state_dtype", flags.optimizer_state_dtype,
+                      "dtype of the optimizer state, e.g. f32 beside bf16 "
+                      "weights (unset: each parameter's)");
+  command->add_option("--optimizer_implementation",
+                      flags.optimizer_implementation,
+                      "foreach (default), for_loop or fused: sets the step's "
+                      "temporaries");
 }
 
 void AddRoundingFlag(CLI::App* command, EchoctlFlags& flags) {

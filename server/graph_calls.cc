@@ -81,6 +81,7 @@ absl::Status PlannerService::FitDevices(const planner::Interrupt& interrupted,
       answer->set_max_batch_size(fit.max_batch->with_recompute.batch);
     }
     if (fit.fit.fits) fitting.push_back(priced.device->name);
+    response->set_iteration(priced.iteration);
   }
   if (single) {
     adapter::FillSingleFitResponse(response->devices(0), response);

@@ -123,10 +123,16 @@ absl::Status PlannerService::RunPlanning(
 absl::StatusOr<engine::PricedGraph> PlannerService::PrepareGraph(
     const char* method, std::shared_ptr<const planner::Graph> graph,
     const v1::DeviceSpec& device) {
-  if (metrics_ != nullptr) metrics_->RecordGraphOps(method, graph->num_ops());
   ASSIGN_OR_RETURN(std::optional<planner::DeviceSpec> resolved,
                    adapter::DeviceOf(device));
-  return engine::PriceGraph(std::move(graph), std::move(resolved),
+  return PrepareGraph(method, std::move(graph), std::move(resolved));
+}
+
+absl::StatusOr<engine::PricedGraph> PlannerService::PrepareGraph(
+    const char* method, std::shared_ptr<const planner::Graph> graph,
+    std::optional<planner::DeviceSpec> device) {
+  if (metrics_ != nullptr) metrics_->RecordGraphOps(method, graph->num_ops());
+  return engine::PriceGraph(std::move(graph), std::move(device),
                             ProfiledTimes());
 }
 
@@ -145,7 +151,7 @@ absl::Status PlannerService::DoEstimateMemory(
   if (!call.ok()) return call.status();
   ASSIGN_OR_RETURN(const GraphRef ref, ResolveGraph(request));
   ASSIGN_OR_RETURN(const engine::PricedGraph priced,
-                   PrepareGraph("EstimateMemory", ref.graph, request.device()));
+                   PrepareGraph("EstimateMemory", ref.graph, call->device));
   ASSIGN_OR_RETURN(const engine::EstimateAnswer answer,
                    engine::Estimate(priced, *call));
   adapter::FillEstimateAnswer(priced, *call, answer, response);
@@ -164,7 +170,7 @@ absl::Status PlannerService::DoGenerateRecomputePlan(
   const std::string policy(planner::RecomputePolicyName(call->options.policy));
   ASSIGN_OR_RETURN(const GraphRef ref, ResolveGraph(request));
   absl::StatusOr<engine::PricedGraph> priced =
-      PrepareGraph("GenerateRecomputePlan", ref.graph, request.device());
+      PrepareGraph("GenerateRecomputePlan", ref.graph, call->device);
   auto plan = [&]() -> absl::Status {
     RETURN_IF_ERROR(priced.status());
     ASSIGN_OR_RETURN(const engine::PlanAnswer answer,

@@ -169,6 +169,9 @@ class PlannerService final : public RawPlannerService {
   absl::StatusOr<engine::PricedGraph> PrepareGraph(
       const char* method, std::shared_ptr<const planner::Graph> graph,
       const v1::DeviceSpec& device);
+  absl::StatusOr<engine::PricedGraph> PrepareGraph(
+      const char* method, std::shared_ptr<const planner::Graph> graph,
+      std::optional<planner::DeviceSpec> device);
   // This node's profiled times per device, for the engine.
   engine::ProfiledTimesFor ProfiledTimes() const;
 

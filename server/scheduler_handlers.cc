@@ -53,6 +53,7 @@ absl::Status PlannerService::DoFindMaxBatchSize(
         ASSIGN_OR_RETURN(const planner::MaxBatchResult result,
                          engine::MaxBatch(priced, options, ProfiledTimes()));
         adapter::FillBatchSearchResponse(result, spec.memory_bytes, response);
+        response->set_iteration(priced.iteration);
         return absl::OkStatus();
       }));
   response->set_solve_time_seconds(SecondsSince(start));
@@ -84,6 +85,7 @@ absl::Status PlannerService::DoGetMemoryFrontier(
         ASSIGN_OR_RETURN(const planner::MemoryFrontier frontier,
                          engine::Frontier(priced, options));
         adapter::FillFrontierResponse(frontier, priced.costs.unit, response);
+        response->set_iteration(priced.iteration);
         return absl::OkStatus();
       }));
   response->set_solve_time_seconds(SecondsSince(start));

@@ -27,6 +27,9 @@ struct PricedGraph {
   // Set when the graph was priced on the default device because the
   // request named none and the graph has no costs: said in every answer.
   std::string pricing_note;
+  // What the answers cover: forward+backward, and the optimizer's state
+  // and step when the graph names its optimizer (optimizer_step.h).
+  std::string iteration;
 };
 
 // Memory over time, on request (EstimateMemory and GenerateRecomputePlan).
@@ -40,6 +43,8 @@ struct TimelineOptions {
 struct EstimateCall {
   planner::MemoryModelOptions memory;
   TimelineOptions timeline;
+  // The device the request names, or none (PriceGraph).
+  std::optional<planner::DeviceSpec> device;
 };
 
 struct EstimateAnswer {
@@ -50,6 +55,8 @@ struct EstimateAnswer {
 struct PlanCall {
   planner::RecomputePlanOptions options;
   TimelineOptions timeline;
+  // The device the request names, or none (PriceGraph).
+  std::optional<planner::DeviceSpec> device;
 };
 
 struct PlanAnswer {

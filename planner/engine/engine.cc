@@ -4,6 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "planner/batch.h"
+#include "planner/byte_size.h"
+#include "planner/optimizer_step.h"
 #include "planner/recompute/recompute_planner.h"
 #include "planner/status_macros.h"
 
@@ -24,10 +26,42 @@ absl::Status AddTimeline(const planner::Graph& graph,
 
 }  // namespace
 
+absl::StatusOr<std::string> WithIteration(
+    std::shared_ptr<const planner::Graph>& graph) {
+  ASSIGN_OR_RETURN(const std::optional<planner::OptimizerSpec> optimizer,
+                   planner::OptimizerOf(*graph));
+  const bool captured = planner::HasOptimizerStep(*graph);
+  if (!optimizer.has_value()) {
+    return std::string(
+        captured ? "the iteration as the graph has it (its optimizer state "
+                   "and step included)"
+                 : "forward+backward only: the graph names no optimizer "
+                   "(Graph.optimizer), so no optimizer state or step is "
+                   "counted");
+  }
+  if (captured) {
+    return absl::StrCat("the iteration as the graph has it (",
+                        planner::OptimizerKindName(optimizer->kind),
+                        "'s state and step included)");
+  }
+  planner::OptimizerStepSummary added;
+  ASSIGN_OR_RETURN(planner::Graph iteration,
+                   planner::AddOptimizerStep(*graph, *optimizer, &added));
+  graph = std::make_shared<const planner::Graph>(std::move(iteration));
+  return absl::StrCat(
+      "forward+backward+", planner::OptimizerKindName(optimizer->kind),
+      " step (",
+      planner::OptimizerImplementationName(optimizer->implementation),
+      "): optimizer state ", planner::HumanBytes(added.state_bytes), " in ",
+      added.state_tensors, " tensors, step temporaries ",
+      planner::HumanBytes(added.temporary_bytes));
+}
+
 absl::StatusOr<PricedGraph> PriceGraph(
     std::shared_ptr<const planner::Graph> graph,
     std::optional<planner::DeviceSpec> device,
     const ProfiledTimesFor& profiled) {
+  ASSIGN_OR_RETURN(std::string iteration, WithIteration(graph));
   auto times_for = [&](const planner::DeviceSpec* spec) {
     return profiled ? profiled(spec) : nullptr;
   };
@@ -46,7 +80,7 @@ absl::StatusOr<PricedGraph> PriceGraph(
                         ": no device was named and the graph has no op costs");
   }
   return PricedGraph{std::move(graph), std::move(device), std::move(costs),
-                     std::move(note)};
+                     std::move(note), std::move(iteration)};
 }
 
 double ChunkLaunchCost(const planner::CostTable& costs) {

@@ -23,9 +23,17 @@ namespace echo::engine {
 using ProfiledTimesFor =
     std::function<const planner::ProfiledTimes*(const planner::DeviceSpec*)>;
 
-// Prices `graph` on `device`: measured or profiled times, else the device's
-// roofline, else the graph's relative costs. A graph with no device and no
-// costs is priced on planner::kDefaultPricingDevice, and the answer says so.
+// The iteration `graph` stands for: when its metadata names an optimizer
+// and it has no optimizer state of its own, `graph` becomes the graph with
+// the optimizer's state and step (planner/optimizer_step.h). Returns what
+// the answers cover, in words.
+absl::StatusOr<std::string> WithIteration(
+    std::shared_ptr<const planner::Graph>& graph);
+
+// Prices WithIteration(`graph`) on `device`: measured or profiled times, else
+// the device's roofline, else the graph's relative costs. A graph with no
+// device and no costs is priced on planner::kDefaultPricingDevice, and the
+// answer says so.
 absl::StatusOr<PricedGraph> PriceGraph(
     std::shared_ptr<const planner::Graph> graph,
     std::optional<planner::DeviceSpec> device,

@@ -8,63 +8,18 @@ import torch
 import torch.nn as nn
 
 from echo_torch import capture as capture_lib
-from echo_torch.client import ServerUnavailable, connect, unavailable_message
+from echo_torch.client import ServerUnavailable, unavailable_message
 from echo_torch.convert import ConvertedGraph
 from echo_torch.log import logger
 from echo_torch.pipeline import InfeasibleWarning, PlannedGraph, PlanReport, plan_joint
-from echo_torch.plan_cache import PlanCache
-from echo_torch.planners import PlainPlanner, PlanRequestOptions, ServerPlanner, gpu_catalog_name
+from echo_torch.compile_backend import (EchoBackend, _echo_backend_of, _warn_skipped_rnn,
+                                        backend)
+from echo_torch.hook_common import (  # noqa: F401 - default_device: re-exported
+    REFERENCE_DEVICE, _capture_hint, _server_planner, _signature, default_device)
+from echo_torch.planners import PlainPlanner
 
 __all__ = ["EchoModule", "EchoBackend", "PlanReport", "optimize", "backend", "report",
            "capture_graph"]
-
-
-def _autocast_state():
-    state = []
-    for device in ("cpu", "cuda"):
-        try:
-            enabled = torch.is_autocast_enabled(device)
-            dtype = torch.get_autocast_dtype(device) if enabled else None
-        except (TypeError, AttributeError, RuntimeError):
-            continue
-        state.append((device, enabled, dtype))
-    return tuple(state)
-
-
-def _signature(args, kwargs, training):
-    """What makes a captured graph reusable: shapes, dtypes, devices and
-    requires_grad of the tensors, other values, training mode, autocast."""
-    def describe(value):
-        if isinstance(value, torch.Tensor):
-            return ("T", tuple(value.shape), value.dtype, value.device.type,
-                    value.requires_grad)
-        if isinstance(value, (list, tuple)):
-            return tuple(describe(v) for v in value)
-        if isinstance(value, dict):
-            return tuple((k, describe(v)) for k, v in sorted(value.items()))
-        return repr(value)
-    return (describe(args), describe(kwargs), training, _autocast_state(),
-            _aliasing(args, kwargs))
-
-
-def _aliasing(args, kwargs) -> tuple:
-    """The call's structure (capture.CallLayout reads its tensors by
-    position in it) and, per tensor argument, the first argument that is
-    the same tensor: the capture passes a tensor given twice
-    (labels=input_ids) once, so a call with two tensors there needs a
-    capture of its own."""
-    first: Dict[int, int] = {}
-    leaves, spec = torch.utils._pytree.tree_flatten(capture_lib.call_tree(args, kwargs))
-    return str(spec), tuple(first.setdefault(id(v), i) for i, v in enumerate(leaves)
-                            if isinstance(v, torch.Tensor))
-
-
-def _is_symbolic(value) -> bool:
-    """A SymInt/SymFloat/SymBool, or a tensor with a symbolic size or stride."""
-    if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-        return True
-    return isinstance(value, torch.Tensor) and any(
-        isinstance(d, torch.SymInt) for d in tuple(value.shape) + tuple(value.stride()))
 
 
 def _refuse_data_parallel(model) -> None:
@@ -82,20 +37,6 @@ def _refuse_data_parallel(model) -> None:
         raise TypeError(f"echo_torch.optimize: the model is a {name}, whose forward must run "
                         f"each step; optimize the module inside it instead: "
                         f"{name}(echo_torch.optimize(module, ...))")
-
-
-def _capture_hint(error) -> str:
-    """What to do when one graph cannot hold the model: values or shapes
-    that depend on data (`.item()`, `nonzero`) end AOTAutograd's trace."""
-    from torch._subclasses import fake_tensor
-    if isinstance(error, (fake_tensor.DataDependentOutputException,
-                          fake_tensor.DynamicOutputShapeException)):
-        return ("; its forward depends on tensor values (.item(), nonzero, ...), which "
-                "one captured graph cannot hold (checks behind "
-                "torch.compiler.is_compiling(), True while echo_torch traces, are skipped; "
-                "this one is not behind it): use torch.compile(model, "
-                "backend=echo_torch.backend(...)), which plans the graphs between them")
-    return ""
 
 
 def _hooked_modules(model: nn.Module) -> List[str]:
@@ -321,43 +262,6 @@ class EchoModule(nn.Module):
         return self.module(*args, **kwargs)
 
 
-# echod prices ops with the roofline of a DeviceSpec from its catalog: the
-# model's GPU when it is one the catalog knows, else this reference GPU (on
-# CPU-only machines too, so that plans are the same everywhere).
-REFERENCE_DEVICE = "h100-80gb"
-
-
-def default_device(on_cuda: bool) -> str:
-    """The catalog name echod prices ops with when the user names none."""
-    return (gpu_catalog_name() if on_cuda else None) or REFERENCE_DEVICE
-
-
-def _server_planner(server, policy, memory_limit_bytes, max_overhead_ratio, timeout_seconds,
-                    device, allocator_rounding_bytes, max_recompute_depth,
-                    solver_time_limit_seconds, plan_cache, on_cuda, objective,
-                    chunking="auto"):
-    if allocator_rounding_bytes is None:
-        allocator_rounding_bytes = 512 if on_cuda else 0
-    if device is None:
-        device = default_device(on_cuda)
-    options = PlanRequestOptions(
-        policy=policy, memory_limit_bytes=memory_limit_bytes,
-        max_overhead_ratio=max_overhead_ratio, device=device,
-        allocator_rounding_bytes=allocator_rounding_bytes,
-        max_recompute_depth=max_recompute_depth,
-        solver_time_limit_seconds=solver_time_limit_seconds, objective=objective,
-        chunking=chunking)
-    options.validate()
-    doubt = options.doubtful()
-    if doubt:
-        warnings.warn(f"echo_torch: {doubt}", RuntimeWarning, stacklevel=3)
-    client = connect(server, timeout_seconds)
-    cache = None if plan_cache is False else (
-        plan_cache if isinstance(plan_cache, PlanCache) else PlanCache())
-    planner = ServerPlanner(client, options, cache)
-    return planner, lambda: client.wait_ready(min(timeout_seconds, 5.0))
-
-
 def optimize(model: nn.Module, *, server: Optional[str] = None, policy: str = "AUTO",
              memory_limit_bytes: Optional[int] = None,
              max_overhead_ratio: Optional[float] = None,
@@ -411,205 +315,6 @@ def optimize(model: nn.Module, *, server: Optional[str] = None, policy: str = "A
     return EchoModule(model, planner, on_error=on_error, preflight=preflight,
                       measure_workspace=measure_workspace, client_timing=client_timing,
                       compiler=compiler)
-
-
-class EchoBackend:
-    """A torch.compile backend: AOTAutograd with echod's plan as the
-    partition. Each graph Dynamo hands it gets its own plan; if echod is
-    unreachable (or planning fails with on_error="fallback") the graph runs
-    with torch's default partition and one warning is issued."""
-
-    def __init__(self, planner, preflight=None, on_error="fallback",
-                 measure_workspace=True, client_timing=False, compiler="eager"):
-        self._compile_fn, self._decompositions = capture_lib.inner_compiler(compiler)
-        self._planner = planner
-        self._preflight = preflight
-        self._on_error = on_error
-        self._measure_workspace = measure_workspace
-        self._client_timing = client_timing
-        self._planned: List[PlannedGraph] = []
-        self._infeasible = InfeasibleWarning()
-        # Why the last graph that could not be planned runs with torch's
-        # default partition, or None.
-        self.fallback_reason: Optional[str] = None
-        self._warned = False
-        self._rnn_skips_at_start = rnn_skips()
-        self._rnn_warned = False
-
-    def reports(self) -> List[PlanReport]:
-        return [planned.report for planned in self._planned]
-
-    def _fall_back(self, reason: str) -> None:
-        """One warning per backend (the first failed graph's), however many
-        graphs Dynamo hands it; the others are logged."""
-        first = not self._warned
-        self._warned = True
-        self.fallback_reason = reason
-        if first:
-            warnings.warn(f"echo_torch: {reason}; graphs run with torch's default partition",
-                          RuntimeWarning, stacklevel=3)
-        else:
-            logger.info("echo_torch: %s; this graph runs with torch's default partition",
-                        reason)
-
-    def __call__(self, gm, example_inputs):
-        _warn_skipped_rnn(self)
-        if any(_is_symbolic(value) for value in example_inputs):
-            return self._per_shape(gm)
-        return self._compile(gm, example_inputs)
-
-    def _per_shape(self, gm):
-        """A graph Dynamo traced with symbolic sizes (torch.compile's default
-        after a size changes: automatic dynamic shapes) is captured and
-        planned again for each concrete signature at its first call, as
-        optimize does: a plan, its programs and echod's prediction are for
-        one set of sizes."""
-        compiled: Dict[tuple, object] = {}
-
-        def run(*args):
-            key = (_signature(args, {}, None),
-                   tuple(a.stride() for a in args if isinstance(a, torch.Tensor)))
-            fn = compiled.get(key)
-            if fn is None:
-                logger.info("echo_torch: torch.compile graph with dynamic sizes: capturing "
-                            "and planning for %s",
-                            [tuple(a.shape) for a in args if isinstance(a, torch.Tensor)])
-                try:
-                    fn = self._compile(gm, list(args))
-                except Exception as error:  # noqa: BLE001
-                    if self._on_error == "raise":
-                        raise
-                    warnings.warn(f"echo_torch: capturing the graph for these sizes failed "
-                                  f"({type(error).__name__}: {error}); it runs as traced",
-                                  RuntimeWarning, stacklevel=2)
-                    fn = gm
-                compiled[key] = fn
-            return fn(*args)
-
-        return run
-
-    def _compile(self, gm, example_inputs):
-        from torch._dynamo.backends.common import aot_autograd
-
-        started = time.perf_counter()
-        # Each graph tries on its own: one that could not be planned (echod
-        # away, a graph it refused) leaves the next one free to.
-        fallback = {"reason": None}
-
-        def partitioner(joint):
-            if fallback["reason"] is None:
-                try:
-                    planned = plan_joint(joint, self._planner, self._measure_workspace,
-                                         self._client_timing)
-                except Exception as error:  # noqa: BLE001
-                    if self._on_error == "raise" and not isinstance(error, ServerUnavailable):
-                        raise
-                    fallback["reason"] = f"{error}"
-                else:
-                    self._planned.append(planned)
-                    self._infeasible.check(planned.report, stacklevel=2)
-                    return planned.programs.forward_module, planned.programs.backward_module
-            from torch._functorch.partitioners import default_partition
-            self._fall_back(fallback["reason"])
-            return default_partition(joint.module, joint.example_inputs,
-                                     num_fwd_outputs=joint.num_fwd_outputs)
-
-        if self._preflight is not None:
-            try:
-                self._preflight()
-            except ServerUnavailable as error:
-                fallback["reason"] = str(error)
-
-        # The capture's time in the log counts from Dynamo's call.
-        eager = self._compile_fn is capture_lib.compile_program
-        partition_fn = capture_lib.make_partition_fn(
-            partitioner, f"graph_{len(self._planned)}", "torch.compile",
-            capture_lib.dynamo_primals(gm, example_inputs), started,
-            tangents_may_be_missing=eager, replay_random=eager)
-        compiled = aot_autograd(fw_compiler=self._compile_fn, bw_compiler=self._compile_fn,
-                                partition_fn=partition_fn,
-                                decompositions=self._decompositions)(gm, example_inputs)
-        if not eager or fallback["reason"] is not None:
-            return compiled
-        return _without_zero_gradients(compiled)
-
-
-def _without_zero_gradients(compiled):
-    """`compiled` (a planned graph) whose unused outputs' gradients are not
-    materialized (capture.no_zero_gradients), in its calling convention and
-    outside Dynamo's tracing, as Dynamo's own wrapper keeps it."""
-    def run(*args):
-        return capture_lib.no_zero_gradients(compiled(*args))
-
-    if getattr(compiled, "_boxed_call", False):
-        run._boxed_call = True
-    return torch._dynamo.disable(run, reason="echo_torch: runs an AOT-compiled graph")
-
-
-def backend(*, server: Optional[str] = None, policy: str = "AUTO",
-            memory_limit_bytes: Optional[int] = None,
-            max_overhead_ratio: Optional[float] = None, timeout_seconds: float = 30.0,
-            device: Optional[str] = None, allocator_rounding_bytes: Optional[int] = None,
-            max_recompute_depth: int = 0, solver_time_limit_seconds: float = 0.0,
-            on_error: str = "fallback", measure_workspace: bool = True,
-            client_timing: bool = False, plan_cache=True, planner=None,
-            on_cuda: Optional[bool] = None, compiler: str = "eager",
-            objective: str = "peak_bytes", chunking: str = "auto") -> EchoBackend:
-    """A torch.compile backend with the options of `optimize`:
-
-        compiled = torch.compile(model, backend=echo_torch.backend(server=...),
-                                 dynamic=False)
-
-    on_cuda (for the allocator rounding default) is inferred from CUDA's
-    availability when not given. `echo_torch.report(backend)` is the plan of
-    the last graph; `backend.reports()` all of them."""
-    capture_lib.check_torch_version()
-    preflight = None
-    if planner is None:
-        if on_cuda is None:
-            on_cuda = torch.cuda.is_available()
-        planner, preflight = _server_planner(
-            server, policy, memory_limit_bytes, max_overhead_ratio, timeout_seconds, device,
-            allocator_rounding_bytes, max_recompute_depth, solver_time_limit_seconds,
-            plan_cache, on_cuda, objective, chunking)
-    return EchoBackend(planner, preflight, on_error, measure_workspace, client_timing,
-                       compiler)
-
-
-_RNN_SKIPPED = "RNN, GRU, or LSTM"
-
-
-def rnn_skips() -> int:
-    """How often Dynamo has run an nn.RNN/GRU/LSTM eagerly in this process
-    (it does not trace them unless torch._dynamo.config.allow_rnn), so that
-    no backend saw or planned it."""
-    from torch._dynamo.utils import counters
-    return sum(count for reason, count in counters.get("unimplemented", {}).items()
-               if _RNN_SKIPPED in reason)
-
-
-def _warn_skipped_rnn(backend_: "EchoBackend") -> None:
-    """Once per backend, when Dynamo skipped a recurrent layer since it was
-    made."""
-    if backend_._rnn_warned or rnn_skips() <= backend_._rnn_skips_at_start:
-        return
-    backend_._rnn_warned = True
-    warnings.warn("echo_torch: torch.compile ran an nn.RNN/GRU/LSTM (and the frame "
-                  "around it) eagerly, without a plan: Dynamo traces them only with "
-                  "torch._dynamo.config.allow_rnn = True (set it before compiling), or "
-                  "use echo_torch.optimize(model), which captures them",
-                  RuntimeWarning, stacklevel=3)
-
-
-def _echo_backend_of(model) -> Optional[EchoBackend]:
-    """The EchoBackend of a torch.compile'd module, through Dynamo's wrappers."""
-    ctx = getattr(model, "dynamo_ctx", None)
-    if ctx is None:
-        return None
-    from torch._dynamo.eval_frame import innermost_backend
-    found = innermost_backend(getattr(ctx, "callback", None))
-    found = getattr(found, "compiler_fn", found)  # torch.compile's _TorchCompileWrapper
-    return found if isinstance(found, EchoBackend) else None
 
 
 def report(model) -> Optional[PlanReport]:

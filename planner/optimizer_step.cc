@@ -1,0 +1,210 @@
+#include "planner/optimizer_step.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "planner/text_format.h"
+
+namespace echo::planner {
+namespace {
+
+struct KindRule {
+  OptimizerKind kind;
+  const char* name;
+  int32_t states;       // tensors of the parameter's size
+  bool step_counter;    // a 0-dim float32 tensor per parameter
+  bool sqrt_temporary;  // foreach and for-loop make sqrt of a state
+};
+
+constexpr KindRule kKinds[] = {
+    {OptimizerKind::kSgd, "sgd", 0, false, false},
+    {OptimizerKind::kSgdMomentum, "sgd_momentum", 1, false, false},
+    {OptimizerKind::kAdam, "adam", 2, true, true},
+    {OptimizerKind::kAdamW, "adamw", 2, true, true},
+    {OptimizerKind::kAdagrad, "adagrad", 1, true, true},
+    {OptimizerKind::kRmsprop, "rmsprop", 1, true, true},
+};
+
+constexpr std::pair<OptimizerImplementation, const char*> kImplementations[] = {
+    {OptimizerImplementation::kForeach, "foreach"},
+    {OptimizerImplementation::kForLoop, "for_loop"},
+    {OptimizerImplementation::kFused, "fused"}};
+
+const KindRule& RuleOf(OptimizerKind kind) {
+  return *std::find_if(std::begin(kKinds), std::end(kKinds),
+                       [&](const KindRule& rule) { return rule.kind == kind; });
+}
+
+std::optional<std::string> Metadata(const Graph& graph, const char* key) {
+  auto it = graph.metadata().find(key);
+  if (it == graph.metadata().end() || it->second.empty()) return std::nullopt;
+  return it->second;
+}
+
+int64_t Elements(const Tensor& tensor) {
+  int64_t elements = 1;
+  for (int64_t d : tensor.shape) elements *= d;
+  return elements;
+}
+
+// A fresh id: `base`, or base#2, base#3, ...
+std::string FreshId(const Graph& graph, const std::string& base) {
+  std::string id = base;
+  for (int i = 2; graph.FindTensor(id) >= 0 || graph.FindOp(id) >= 0; ++i) {
+    id = absl::StrCat(base, "#", i);
+  }
+  return id;
+}
+
+}  // namespace
+
+const char* OptimizerKindName(OptimizerKind kind) { return RuleOf(kind).name; }
+
+const char* OptimizerImplementationName(OptimizerImplementation impl) {
+  for (const auto& [value, name] : kImplementations) {
+    if (value == impl) return name;
+  }
+  return "?";
+}
+
+absl::StatusOr<std::optional<OptimizerSpec>> OptimizerOf(const Graph& graph) {
+  const std::optional<std::string> kind = Metadata(graph, kOptimizerKey);
+  if (!kind.has_value()) return std::optional<OptimizerSpec>();
+  OptimizerSpec spec;
+  const KindRule* rule = std::find_if(
+      std::begin(kKinds), std::end(kKinds),
+      [&](const KindRule& candidate) { return *kind == candidate.name; });
+  if (rule == std::end(kKinds)) {
+    std::vector<std::string> names;
+    for (const KindRule& candidate : kKinds) names.push_back(candidate.name);
+    return absl::InvalidArgumentError(
+        absl::StrCat("graph metadata ", kOptimizerKey, " names optimizer '",
+                     *kind, "'; known: ", absl::StrJoin(names, ", ")));
+  }
+  spec.kind = rule->kind;
+  if (std::optional<std::string> impl =
+          Metadata(graph, kOptimizerImplementationKey)) {
+    auto found = std::find_if(
+        std::begin(kImplementations), std::end(kImplementations),
+        [&](const auto& candidate) { return *impl == candidate.second; });
+    if (found == std::end(kImplementations)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("graph metadata ", kOptimizerImplementationKey, " is '",
+                       *impl, "'; known: foreach, for_loop, fused"));
+    }
+    spec.implementation = found->first;
+  }
+  if (std::optional<std::string> dtype =
+          Metadata(graph, kOptimizerStateDTypeKey)) {
+    absl::StatusOr<DType> parsed = ParseDType(*dtype);
+    if (!parsed.ok() || *parsed == DType::kUnspecified) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("graph metadata ", kOptimizerStateDTypeKey, " is '",
+                       *dtype, "', not a dtype (e.g. f32, bf16)"));
+    }
+    spec.state_dtype = *parsed;
+  }
+  return std::optional<OptimizerSpec>(spec);
+}
+
+bool HasOptimizerStep(const Graph& graph) {
+  for (TensorIndex t = 0; t < graph.num_tensors(); ++t) {
+    if (graph.tensor(t).role == TensorRole::kOptimizerState) return true;
+  }
+  for (OpIndex o = 0; o < graph.num_ops(); ++o) {
+    if (graph.op(o).phase == Phase::kOptimizer) return true;
+  }
+  return false;
+}
+
+absl::StatusOr<Graph> AddOptimizerStep(const Graph& graph,
+                                       const OptimizerSpec& optimizer,
+                                       OptimizerStepSummary* summary) {
+  const KindRule& rule = RuleOf(optimizer.kind);
+  GraphBuilder builder(graph.name());
+  builder.SetBatchSize(graph.batch_size());
+  for (const auto& [key, value] : graph.metadata()) {
+    builder.SetMetadata(key, value);
+  }
+  OptimizerStepSummary added;
+  OpSpec step;
+  step.id = FreshId(graph, kOptimizerStepOpId);
+  step.name =
+      absl::StrCat(OptimizerKindName(optimizer.kind), " step (",
+                   OptimizerImplementationName(optimizer.implementation), ")");
+  step.op_type = kOptimizerStepOpId;
+  step.op_class = OpClass::kElementwise;
+  step.phase = Phase::kOptimizer;
+  step.recomputable_set = true;
+  step.recomputable = false;
+  int64_t all_temporaries = 0, largest_temporary = 0;
+  for (TensorIndex t = 0; t < graph.num_tensors(); ++t) {
+    const Tensor& tensor = graph.tensor(t);
+    builder.AddTensor(SpecOf(tensor));
+    if (tensor.role != TensorRole::kParameter) continue;
+    step.input_ids.push_back(tensor.id);
+    const DType dtype = optimizer.state_dtype == DType::kUnspecified
+                            ? tensor.dtype
+                            : optimizer.state_dtype;
+    // A parameter of unknown dtype keeps its size per state.
+    const int64_t state_size = dtype == DType::kUnspecified
+                                   ? tensor.size_bytes
+                                   : Elements(tensor) * DTypeSize(dtype);
+    auto add_state = [&](const std::string& what, int64_t bytes,
+                         std::vector<int64_t> shape, DType state_dtype) {
+      TensorSpec spec;
+      spec.id = FreshId(graph, absl::StrCat(tensor.id, ".", what));
+      spec.shape = std::move(shape);
+      spec.dtype = state_dtype;
+      spec.size_bytes = bytes;
+      spec.role_set = true;
+      spec.role = TensorRole::kOptimizerState;
+      step.input_ids.push_back(spec.id);
+      builder.AddTensor(std::move(spec));
+      added.state_bytes += bytes;
+      ++added.state_tensors;
+    };
+    for (int32_t s = 0; s < rule.states; ++s) {
+      add_state(rule.states == 1 ? "state" : absl::StrCat("state", s),
+                state_size, tensor.shape, dtype);
+    }
+    if (rule.step_counter) add_state("step", 4, {}, DType::kFloat32);
+    if (rule.sqrt_temporary) {
+      all_temporaries += state_size;
+      largest_temporary = std::max(largest_temporary, state_size);
+    }
+  }
+  switch (optimizer.implementation) {
+    case OptimizerImplementation::kForeach:
+      added.temporary_bytes = all_temporaries;
+      break;
+    case OptimizerImplementation::kForLoop:
+      added.temporary_bytes = largest_temporary;
+      break;
+    case OptimizerImplementation::kFused:
+      added.temporary_bytes = 0;
+      break;
+  }
+  step.workspace_bytes = added.temporary_bytes;
+  for (OpIndex o = 0; o < graph.num_ops(); ++o) {
+    builder.AddOp(SpecOf(graph, graph.op(o)));
+  }
+  // A zero-byte token: an op makes something.
+  TensorSpec done;
+  done.id = FreshId(graph, absl::StrCat(step.id, ":done"));
+  done.size_bytes = 0;
+  step.output_ids.push_back(done.id);
+  builder.AddTensor(std::move(done));
+  if (step.input_ids.empty()) {
+    return absl::InvalidArgumentError(
+        "the graph names an optimizer but has no parameter tensors");
+  }
+  builder.AddOp(std::move(step));
+  if (summary != nullptr) *summary = added;
+  return std::move(builder).Build();
+}
+
+}  // namespace echo::planner
