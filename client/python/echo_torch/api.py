@@ -271,7 +271,7 @@ def optimize(model: nn.Module, *, server: Optional[str] = None, policy: str = "A
              on_error: str = "fallback", measure_workspace: bool = True,
              client_timing: bool = False, plan_cache=True, planner=None,
              compiler: str = "eager", objective: str = "peak_bytes",
-             chunking: str = "auto") -> EchoModule:
+             chunking: str = "auto", optimizer=None) -> EchoModule:
     """Wraps `model` so that its training steps follow an echod recompute plan.
 
     server: "host:port" or "unix:///path" (default $ECHO_SERVER, else
@@ -296,7 +296,12 @@ def optimize(model: nn.Module, *, server: Optional[str] = None, policy: str = "A
     compiler: the inner compiler of the planned graphs, "eager" (op by op, as
     planned) or "inductor". chunking: "auto" (AUTO may run the loss and its
     backward in chunks, docs/pytorch.md; with either compiler) or "off".
-    Wrapping an EchoModule again re-wraps its inner module.
+    optimizer: the torch.optim optimizer that trains the model: the plan and
+    report(model) are then for the iteration, with its state and step
+    (SGD, SGD with momentum, Adam, AdamW, Adagrad, RMSprop; the hook does
+    not run or change it); None: forward+backward, and the report says the
+    optimizer is not included. Wrapping an EchoModule again re-wraps its
+    inner module.
     """
     if isinstance(model, EchoModule):
         warnings.warn("echo_torch: the model is already wrapped by echo_torch.optimize; "
@@ -311,7 +316,7 @@ def optimize(model: nn.Module, *, server: Optional[str] = None, policy: str = "A
         planner, preflight = _server_planner(
             server, policy, memory_limit_bytes, max_overhead_ratio, timeout_seconds, device,
             allocator_rounding_bytes, max_recompute_depth, solver_time_limit_seconds,
-            plan_cache, on_cuda, objective, chunking)
+            plan_cache, on_cuda, objective, chunking, optimizer)
     return EchoModule(model, planner, on_error=on_error, preflight=preflight,
                       measure_workspace=measure_workspace, client_timing=client_timing,
                       compiler=compiler)

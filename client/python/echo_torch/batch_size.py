@@ -16,6 +16,7 @@ import torch.nn as nn
 
 from echo_torch import proto
 from echo_torch.api import capture_graph, default_device
+from echo_torch.optimizer_spec import optimizer_spec
 from echo_torch.client import connect
 from echo_torch.log import logger
 from echo_torch.planners import CHUNKING
@@ -29,7 +30,8 @@ def max_batch_size(model: nn.Module, *args, device: Union[str, "_dev.DeviceSpec"
                    reserved_bytes: Optional[int] = None, min_batch_size: int = 0,
                    max_batch_size: int = 0, multiple_of: int = 0,
                    allocator_rounding_bytes: Optional[int] = None,
-                   timeout_seconds: float = 30.0, chunking: str = "auto", **kwargs):
+                   timeout_seconds: float = 30.0, chunking: str = "auto", optimizer=None,
+                   **kwargs):
     """Returns echod's FindMaxBatchSizeResponse for `model`'s training step
     on `args`/`kwargs` (inputs at any batch > 1 whose data inputs share the
     batch axis): without_recompute and with_recompute (AUTO within
@@ -38,7 +40,9 @@ def max_batch_size(model: nn.Module, *args, device: Union[str, "_dev.DeviceSpec"
     device's memory less reserved_bytes (default: echod's per-device
     allowance for the CUDA context, library handles and fragmentation).
     chunking: "auto" (as optimize plans: loss regions may run in chunks) or
-    "off".
+    "off". optimizer: the torch.optim optimizer that trains the model, whose
+    state and step then count at every batch (None: forward+backward; the
+    answer's `iteration` says which).
 
     device: a catalog name or an echo.v1.DeviceSpec (default: the model's
     GPU if the catalog knows it, else h100-80gb). min_batch_size,
@@ -57,6 +61,8 @@ def max_batch_size(model: nn.Module, *args, device: Union[str, "_dev.DeviceSpec"
     if device is None:
         device = default_device(on_cuda)
     spec = device if isinstance(device, _dev.DeviceSpec) else _dev.DeviceSpec(name=device)
+    if optimizer is not None:
+        graph.optimizer.CopyFrom(optimizer_spec(optimizer))
     request = _pl.FindMaxBatchSizeRequest(
         graph=graph, device=spec, max_overhead_ratio=float(max_overhead_ratio),
         min_batch_size=int(min_batch_size), max_batch_size=int(max_batch_size),

@@ -154,7 +154,8 @@ def backend(*, server: Optional[str] = None, policy: str = "AUTO",
             on_error: str = "fallback", measure_workspace: bool = True,
             client_timing: bool = False, plan_cache=True, planner=None,
             on_cuda: Optional[bool] = None, compiler: str = "eager",
-            objective: str = "peak_bytes", chunking: str = "auto") -> EchoBackend:
+            objective: str = "peak_bytes", chunking: str = "auto",
+            optimizer=None) -> EchoBackend:
     """A torch.compile backend with the options of `optimize`:
 
         compiled = torch.compile(model, backend=echo_torch.backend(server=...),
@@ -171,7 +172,7 @@ def backend(*, server: Optional[str] = None, policy: str = "AUTO",
         planner, preflight = _server_planner(
             server, policy, memory_limit_bytes, max_overhead_ratio, timeout_seconds, device,
             allocator_rounding_bytes, max_recompute_depth, solver_time_limit_seconds,
-            plan_cache, on_cuda, objective, chunking)
+            plan_cache, on_cuda, objective, chunking, optimizer)
     return EchoBackend(planner, preflight, on_error, measure_workspace, client_timing,
                        compiler)
 

@@ -8,6 +8,7 @@ import torch
 
 from echo_torch import capture as capture_lib
 from echo_torch.client import connect
+from echo_torch.optimizer_spec import optimizer_spec
 from echo_torch.plan_cache import PlanCache
 from echo_torch.planners import PlanRequestOptions, ServerPlanner, gpu_catalog_name
 
@@ -88,7 +89,7 @@ def default_device(on_cuda: bool) -> str:
 def _server_planner(server, policy, memory_limit_bytes, max_overhead_ratio, timeout_seconds,
                     device, allocator_rounding_bytes, max_recompute_depth,
                     solver_time_limit_seconds, plan_cache, on_cuda, objective,
-                    chunking="auto"):
+                    chunking="auto", optimizer=None):
     if allocator_rounding_bytes is None:
         allocator_rounding_bytes = 512 if on_cuda else 0
     if device is None:
@@ -99,7 +100,7 @@ def _server_planner(server, policy, memory_limit_bytes, max_overhead_ratio, time
         allocator_rounding_bytes=allocator_rounding_bytes,
         max_recompute_depth=max_recompute_depth,
         solver_time_limit_seconds=solver_time_limit_seconds, objective=objective,
-        chunking=chunking)
+        chunking=chunking, optimizer=optimizer_spec(optimizer))
     options.validate()
     doubt = options.doubtful()
     if doubt:

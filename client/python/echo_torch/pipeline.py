@@ -57,6 +57,9 @@ class PlanReport:
     graphs: List["PlanReport"] = dataclasses.field(default_factory=list)
     # Set when the step this report describes ran the model unmodified: why.
     unplanned_reason: Optional[str] = None
+    # What the peaks cover: forward+backward, with the optimizer's state and
+    # step when optimize() was given optimizer= (echod's words).
+    iteration: str = ""
 
     @property
     def planned(self) -> bool:
@@ -97,6 +100,8 @@ class PlanReport:
             return f"echo_torch: the last step ran unplanned: {self.unplanned_reason}"
         lines = [f"echo_torch plan ({self.source}): {self.ops} ops, {self.tensors} tensors"]
         lines.extend("  " + str(g).replace("\n", "\n  ") for g in self.graphs)
+        if self.iteration:
+            lines.append(f"  iteration: {self.iteration}")
         if self.baseline_peak_bytes is not None:
             lines.append(
                 f"  predicted peak {self.baseline_peak_bytes / mib:.1f} MiB -> "
@@ -167,6 +172,7 @@ def _make_report(converted: ConvertedGraph, plan, programs) -> PlanReport:
         report.message = response.message
         report.chunked_regions = list(response.chunked_regions)
         report.chunking_notes = list(response.chunking_notes)
+        report.iteration = response.iteration
     if plan.stash_tensor_ids is not None:
         # Graph outputs (e.g. updated batch-norm statistics) are live to the
         # end whether or not a plan lists them.

@@ -11,6 +11,7 @@ from echo_torch.client import PlannerClient
 from echo_torch.convert import ConvertedGraph
 from echo_torch.chunked import RegionRunner
 from echo_torch.executor import ChunkStep, PlanError
+from echo_torch.optimizer_spec import OPTIMIZER_STEP_OP_ID
 from echo_torch.plan_cache import PlanCache
 
 _pl = proto.planner_pb2
@@ -75,6 +76,9 @@ class PlanRequestOptions:
     # "auto": AUTO may run the loss and its backward in chunks (chunked.py);
     # "off": recompute only.
     chunking: str = "auto"
+    # Graph.optimizer (optimizer_spec.py): the plan is for the iteration
+    # with that optimizer's state and step; None: forward+backward.
+    optimizer: Any = None
 
     def validate(self):
         """Raises ValueError for combinations echod refuses, so that a
@@ -186,6 +190,8 @@ def plan_request(graph, options: PlanRequestOptions):
         request.memory_limit_bytes = int(options.memory_limit_bytes)
     if options.max_overhead_ratio is not None:
         request.max_overhead_ratio = float(options.max_overhead_ratio)
+    if options.optimizer is not None:
+        request.graph.optimizer.CopyFrom(options.optimizer)
     return request
 
 
@@ -200,6 +206,8 @@ def schedule_from_response(converted: ConvertedGraph, response) -> List[Tuple[An
             steps[region.backward_step_op_id] = ChunkStep(runner, forward=False)
     schedule = []
     for execution in response.schedule:
+        if execution.op_id == OPTIMIZER_STEP_OP_ID:
+            continue  # the user's optimizer.step()
         index = converted.op_index.get(execution.op_id, steps.get(execution.op_id))
         if index is None:
             raise PlanError(f"plan names unknown op {execution.op_id!r}")
