@@ -110,25 +110,19 @@ int main(int argc, char** argv) {
     fs::create_directories(out / target);
   }
   bool ok = true;
-  for (const fs::path& pb : FilesWithExtension(data / "graphs", ".pb")) {
-    echo::v1::Graph graph;
-    if (!graph.ParseFromString(ReadFile(pb))) {
-      std::fprintf(stderr, "%s: not a graph proto\n", pb.c_str());
-      ok = false;
-      continue;
+  // The graph fixtures, and graphs the PyTorch hook captured at shapes
+  // where sizes coincide (batch x length = vocabulary crashed echod: issue
+  // 49).
+  for (const fs::path& dir : {data / "graphs", seeds / "graph_plan"}) {
+    for (const fs::path& pb : FilesWithExtension(dir, ".pb")) {
+      echo::v1::Graph graph;
+      if (!graph.ParseFromString(ReadFile(pb))) {
+        std::fprintf(stderr, "%s: not a graph proto\n", pb.c_str());
+        ok = false;
+        continue;
+      }
+      WritePlanRequests(graph, out / "graph_plan", pb.stem().string());
     }
-    WritePlanRequests(graph, out / "graph_plan", pb.stem().string());
-  }
-  // Graphs the PyTorch hook captured at shapes where sizes coincide
-  // (batch x length = vocabulary crashed echod: issue 49).
-  for (const fs::path& pb : FilesWithExtension(seeds / "graph_plan", ".pb")) {
-    echo::v1::Graph graph;
-    if (!graph.ParseFromString(ReadFile(pb))) {
-      std::fprintf(stderr, "%s: not a graph proto\n", pb.c_str());
-      ok = false;
-      continue;
-    }
-    WritePlanRequests(graph, out / "graph_plan", pb.stem().string());
   }
   for (const fs::path& json : FilesWithExtension(data / "checkmate", ".json")) {
     const std::string text = ReadFile(json);
