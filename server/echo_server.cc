@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/resource_quota.h"
 #include "grpcpp/server_builder.h"
 #include "planner/status_macros.h"
 #include "server/transport_security.h"
@@ -172,6 +173,16 @@ absl::StatusOr<std::unique_ptr<EchoServer>> EchoServer::Start(
   }
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_request_bytes));
   builder.SetMaxSendMessageSize(std::numeric_limits<int>::max());
+  // gRPC reads a message whole before any handler (and the memory budget)
+  // sees it, so its read buffers get the requests' memory as their quota:
+  // past it gRPC refuses new streams (RESOURCE_EXHAUSTED, "Buffers full")
+  // instead of holding N concurrent large messages at once. One message of
+  // --max_request_bytes always fits.
+  grpc::ResourceQuota quota("echod");
+  quota.Resize(static_cast<size_t>(
+      std::max<int64_t>(server->service_->memory_budget().capacity_bytes(),
+                        2 * options.max_request_bytes)));
+  builder.SetResourceQuota(quota);
   if (!options.grpc_address.empty()) {
     ASSIGN_OR_RETURN(
         std::shared_ptr<grpc::ServerCredentials> credentials,
