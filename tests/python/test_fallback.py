@@ -11,6 +11,7 @@ unplanned and why.
 
 Skipped, with the reason, when echod is not built.
 """
+import time
 import unittest
 import warnings
 
@@ -80,6 +81,9 @@ class FallbackTest(unittest.TestCase):
         # echod back on the same address: a new shape is planned, and the
         # shape that fell back is planned again.
         with servers.Echod(port=port):
+            # The client's channel tries to reconnect at most a second
+            # apart (client.py): a step before that would fall back again.
+            time.sleep(1.2)
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 wrapped(*c).backward()

@@ -128,8 +128,14 @@ class PlannerClient:
         # Metadata rather than call credentials: gRPC sends those over TLS
         # only, and the node's Unix socket is plaintext.
         self._metadata = (("authorization", f"Bearer {token}"),) if token else None
+        # A restarted echod is found within a second: gRPC's reconnect
+        # backoff otherwise grows to minutes while it is down, and a retry
+        # in that window fails at once (EchoModule retries a signature).
         options = [("grpc.max_send_message_length", _MAX_MESSAGE_BYTES),
-                   ("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES)]
+                   ("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES),
+                   ("grpc.initial_reconnect_backoff_ms", 200),
+                   ("grpc.min_reconnect_backoff_ms", 200),
+                   ("grpc.max_reconnect_backoff_ms", 1000)]
         if credentials is None:
             self._channel = grpc.insecure_channel(self.address, options=options)
         else:
