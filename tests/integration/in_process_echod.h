@@ -34,6 +34,27 @@ inline int64_t PeakResidentBytes() {
   return 0;
 }
 
+// Sends `bytes` to `target` (a gRPC address) as the request of
+// echo.v1.MemoryPlanner's `method` (e.g. "EstimateMemory"), on a channel of
+// its own, bypassing the client's serialization.
+inline grpc::Status RawUnaryCall(const std::string& target,
+                                 const std::string& method,
+                                 const std::string& bytes,
+                                 int deadline_seconds) {
+  grpc::GenericStub stub(
+      grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(deadline_seconds));
+  grpc::Slice slice(bytes);
+  grpc::ByteBuffer request(&slice, 1), response;
+  std::promise<grpc::Status> done;
+  stub.UnaryCall(&context, absl::StrCat("/echo.v1.MemoryPlanner/", method),
+                 grpc::StubOptions(), &request, &response,
+                 [&done](grpc::Status status) { done.set_value(status); });
+  return done.get_future().get();
+}
+
 class Echod {
  public:
   // timer nullptr: no GPU.
@@ -80,18 +101,7 @@ class Echod {
   // bypassing the client's serialization.
   grpc::Status RawCall(const std::string& method,
                        const std::string& bytes) const {
-    grpc::GenericStub stub(
-        grpc::CreateChannel(address(), grpc::InsecureChannelCredentials()));
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() +
-                         std::chrono::seconds(30));
-    grpc::Slice slice(bytes);
-    grpc::ByteBuffer request(&slice, 1), response;
-    std::promise<grpc::Status> done;
-    stub.UnaryCall(&context, absl::StrCat("/echo.v1.MemoryPlanner/", method),
-                   grpc::StubOptions(), &request, &response,
-                   [&done](grpc::Status status) { done.set_value(status); });
-    return done.get_future().get();
+    return RawUnaryCall(address(), method, bytes, /*deadline_seconds=*/30);
   }
 
  private:

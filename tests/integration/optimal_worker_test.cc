@@ -28,10 +28,9 @@
 #include "adapter/plan_convert.h"
 #include "client/planner_client.h"
 #include "gmock/gmock.h"
-#include "grpcpp/generic/generic_stub.h"
-#include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "http_get.h"
+#include "in_process_echod.h"
 #include "long_chain.h"
 #include "loopback_server.h"
 #include "planner/memory_simulator.h"
@@ -502,6 +501,25 @@ TEST(MilpWorkerProcessTest, ItsCpuLimitEndsItBySigxcpu) {
   EXPECT_LT(result.cpu_seconds, 2.5);
 }
 
+// echod on a Unix socket in the test's temporary folder, with `flags`
+// besides the socket and no TCP or metrics port; the caller stops it.
+pid_t StartEchod(const std::string& socket,
+                 const std::vector<std::string>& flags) {
+  std::vector<std::string> args = {
+      ECHO_ECHOD, "--grpc_address=", "--unix_socket=" + socket,
+      "--metrics_address=", "--profile_cache_dir=none"};
+  args.insert(args.end(), flags.begin(), flags.end());
+  const pid_t echod = ::fork();
+  if (echod == 0) {
+    std::vector<char*> argv;
+    for (std::string& arg : args) argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    ::execv(ECHO_ECHOD, argv.data());
+    ::_exit(127);
+  }
+  return echod;
+}
+
 // A real echod, stopped by SIGTERM with `request` in flight (its work in a
 // child: OPTIMAL's solver, or AUTO's fork), exits within its drain timeout
 // plus a margin and leaves no worker behind.
@@ -509,16 +527,9 @@ void ExpectSigtermExitsWithinTheDrainTimeout(
     const v1::GenerateRecomputePlanRequest& request) {
   const std::string socket =
       absl::StrCat(::testing::TempDir(), "/echod_", ::getpid(), ".sock");
-  const std::string socket_flag = "--unix_socket=" + socket;
-  const pid_t echod = ::fork();
+  const pid_t echod =
+      StartEchod(socket, {"--drain_timeout_seconds=1", "--log_level=warn"});
   ASSERT_GE(echod, 0);
-  if (echod == 0) {
-    ::execl(ECHO_ECHOD, ECHO_ECHOD, "--grpc_address=", socket_flag.c_str(),
-            "--metrics_address=", "--drain_timeout_seconds=1",
-            "--profile_cache_dir=none", "--log_level=warn",
-            static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
   client::ClientOptions options;
   options.server = "unix://" + socket;
   options.timeout_seconds = 60;
@@ -568,19 +579,13 @@ int64_t PeakResidentBytesOf(pid_t pid) {
 TEST(EchodProcessTest, ConcurrentLargeRequestsStayWithinTheRequestMemory) {
   const std::string socket =
       absl::StrCat(::testing::TempDir(), "/echod_read_", ::getpid(), ".sock");
-  const std::string socket_flag = "--unix_socket=" + socket;
-  const pid_t echod = ::fork();
+  // 352 MiB in all: 16 + 16 MiB of caches, 64 of echod's base, 256 for
+  // requests.
+  const pid_t echod =
+      StartEchod(socket, {"--log_level=error", "--graph_cache_bytes=16777216",
+                          "--answer_cache_bytes=16777216",
+                          "--memory_budget_bytes=369098752"});
   ASSERT_GE(echod, 0);
-  if (echod == 0) {
-    // 352 MiB in all: 16 + 16 MiB of caches, 64 of echod's base, 256 for
-    // requests.
-    ::execl(ECHO_ECHOD, ECHO_ECHOD, "--grpc_address=", socket_flag.c_str(),
-            "--metrics_address=", "--profile_cache_dir=none",
-            "--log_level=error", "--graph_cache_bytes=16777216",
-            "--answer_cache_bytes=16777216", "--memory_budget_bytes=369098752",
-            static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
   client::ClientOptions options;
   options.server = "unix://" + socket;
   client::PlannerClient client(options);
@@ -590,18 +595,9 @@ TEST(EchodProcessTest, ConcurrentLargeRequestsStayWithinTheRequestMemory) {
   for (int i = 0; i < 12; ++i) {
     calls.push_back(std::async(std::launch::async, [&] {
       // A channel each, as separate clients would.
-      grpc::GenericStub stub(grpc::CreateChannel(
-          options.server, grpc::InsecureChannelCredentials()));
-      grpc::ClientContext context;
-      context.set_deadline(std::chrono::system_clock::now() +
-                           std::chrono::seconds(60));
-      grpc::Slice slice(garbage);
-      grpc::ByteBuffer request(&slice, 1), response;
-      std::promise<grpc::Status> done;
-      stub.UnaryCall(&context, "/echo.v1.MemoryPlanner/EstimateMemory",
-                     grpc::StubOptions(), &request, &response,
-                     [&done](grpc::Status status) { done.set_value(status); });
-      return done.get_future().get().error_code();
+      return testing::RawUnaryCall(options.server, "EstimateMemory", garbage,
+                                   /*deadline_seconds=*/60)
+          .error_code();
     }));
   }
   int refused = 0;
