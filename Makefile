@@ -31,7 +31,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all deps test-deps configure build run test bench python-venv \
   python-vision-venv wheel wheel-venv cuda-libs clean \
-  sanitizer-deps fuzz asan tsan image-deps image image-test image-clean
+  sanitizer-deps fuzz fuzz-run hardening asan tsan image-deps image image-test image-clean
 
 all: build
 
@@ -217,11 +217,17 @@ tsan: sanitizer-deps
 
 # Each fuzzer for FUZZ_SECONDS from its seeds (built from tests/data) and
 # the corpus it grew before; a crash stops and leaves its input in
-# $(FUZZ_DIR)/crashes. The last lines say how many inputs each ran.
+# $(FUZZ_DIR)/crashes. The last lines say how many inputs each ran. The
+# fuzz build is ASan + UBSan throughout, with the tests configured, so that
+# `make hardening` builds the sanitizer tests there too.
+FUZZ_CMAKE = cmake -S . -B $(FUZZ_DIR) $(CLANG_CMAKE_FLAGS) -DECHO_FUZZ=ON \
+  -DECHO_BUILD_TESTS=ON $(CMAKE_FLAGS)
 fuzz: sanitizer-deps
-	cmake -S . -B $(FUZZ_DIR) $(CLANG_CMAKE_FLAGS) -DECHO_FUZZ=ON \
-	  -DECHO_BUILD_TESTS=OFF $(CMAKE_FLAGS)
+	$(FUZZ_CMAKE)
 	cmake --build $(FUZZ_DIR) -j $(JOBS) --target echo_fuzzers
+	$(MAKE) --no-print-directory fuzz-run
+
+fuzz-run:
 	@mkdir -p $(FUZZ_DIR)/crashes
 	@for f in $(FUZZERS); do \
 	  mkdir -p $(FUZZ_DIR)/corpus/$$f; \
@@ -234,6 +240,15 @@ fuzz: sanitizer-deps
 	  echo "$$f: $$(grep -o 'number_of_executed_units: [0-9]*' \
 	    $(FUZZ_DIR)/$$f.log) in $(FUZZ_SECONDS) s, no crash"; \
 	done
+
+# CI's hardening stage: `make fuzz` and `make asan` from one clang build
+# (the fuzz build's ASan + UBSan), not two: the fuzzers' smoke run, then the
+# unit and integration tests under ASan + UBSan.
+hardening: sanitizer-deps
+	$(FUZZ_CMAKE)
+	cmake --build $(FUZZ_DIR) -j $(JOBS) --target echo_fuzzers $(SANITIZER_TARGETS)
+	$(MAKE) --no-print-directory fuzz-run
+	cd $(FUZZ_DIR) && $(SANITIZER_CTEST)
 
 clean:
 	rm -rf $(BUILD_DIR) $(FUZZ_DIR) $(ASAN_DIR) $(TSAN_DIR)

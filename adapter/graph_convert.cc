@@ -176,6 +176,12 @@ constexpr std::pair<v1::OptimizerImplementation,
 absl::Status SetOptimizer(const v1::OptimizerSpec& optimizer,
                           planner::GraphBuilder& builder) {
   if (optimizer.kind() == v1::OPTIMIZER_KIND_UNSPECIFIED) {
+    if (optimizer.holds_gradients()) {
+      // Held gradients are read by the step: without one there is none.
+      return absl::InvalidArgumentError(
+          "graph.optimizer.holds_gradients is set but graph.optimizer.kind "
+          "is not: name the optimizer whose step reads the gradients");
+    }
     return absl::OkStatus();
   }
   const auto* kind = std::find_if(
@@ -204,6 +210,9 @@ absl::Status SetOptimizer(const v1::OptimizerSpec& optimizer,
     builder.SetMetadata(planner::kOptimizerStateDTypeKey,
                         std::string(planner::DTypeName(
                             DTypeFromProto(optimizer.state_dtype()))));
+  }
+  if (optimizer.holds_gradients()) {
+    builder.SetMetadata(planner::kOptimizerHoldsGradientsKey, "true");
   }
   return absl::OkStatus();
 }

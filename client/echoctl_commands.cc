@@ -65,7 +65,12 @@ bool LoadGraph(const EchoctlFlags& flags, v1::Graph* graph) {
                 << "\n";
       return false;
     }
+    optimizer->set_holds_gradients(flags.accumulation_steps > 1);
     *graph->mutable_optimizer() = *std::move(optimizer);
+  } else if (flags.accumulation_steps > 1) {
+    std::cerr << "echoctl: --accumulation_steps needs --optimizer (the step "
+                 "that reads the held gradients)\n";
+    return false;
   }
   return true;
 }

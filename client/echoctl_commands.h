@@ -48,6 +48,9 @@ struct EchoctlFlags {
   std::string optimizer;
   std::string optimizer_state_dtype;
   std::string optimizer_implementation;
+  // Micro-batches per optimizer step: from 2 on, gradients are held across
+  // them (OptimizerSpec.holds_gradients).
+  int32_t accumulation_steps = 1;
   // max-batch
   int64_t min_batch = 0;
   int64_t max_batch = 0;

@@ -120,6 +120,12 @@ void AddGraphFlags(CLI::App* command, EchoctlFlags& flags,
                       flags.optimizer_implementation,
                       "foreach (default), for_loop or fused: sets the step's "
                       "temporaries");
+  command
+      ->add_option("--accumulation_steps", flags.accumulation_steps,
+                   "micro-batches per optimizer step (with --optimizer): "
+                   "from 2 on, the gradients of earlier micro-batches are "
+                   "held while the next one runs")
+      ->check(CLI::Range(1, 1 << 20));
 }
 
 void AddRoundingFlag(CLI::App* command, EchoctlFlags& flags) {

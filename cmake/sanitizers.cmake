@@ -23,6 +23,7 @@ if(ECHO_FUZZ)
   # link libFuzzer's main (tests/fuzz/CMakeLists.txt).
   add_compile_options(-fsanitize=fuzzer-no-link ${ECHO_ASAN_FLAGS})
   add_link_options(${ECHO_ASAN_FLAGS})
+  set(ECHO_TEST_TIME_SCALE 4)  # the tests built here (make hardening)
 elseif(ECHO_SANITIZE STREQUAL "address")
   add_compile_options(${ECHO_ASAN_FLAGS})
   add_link_options(${ECHO_ASAN_FLAGS})

@@ -59,6 +59,53 @@ std::string FreshId(const Graph& graph, const std::string& base) {
   return id;
 }
 
+// Under holds_gradients, each gradient the graph outputs is held: it gets a
+// held tensor of its size that the step reads (live all iteration), stops
+// being an output, and is read by an op right after its producer that adds
+// it into the held one, so that it is freed there, as torch's
+// AccumulateGrad frees it.
+bool IsHeld(const Tensor& tensor, const OptimizerSpec& optimizer) {
+  return optimizer.holds_gradients && tensor.role == TensorRole::kGradient &&
+         tensor.is_output && tensor.producer != kNoOp;
+}
+
+// Adds `gradient`'s held tensor and its accumulate op; returns the held
+// tensor's bytes.
+int64_t AddHeldGradient(const Graph& graph, const Tensor& gradient,
+                        GraphBuilder& builder, OpSpec& step) {
+  TensorSpec held;
+  held.id = FreshId(graph, absl::StrCat(gradient.id, ".held"));
+  held.shape = gradient.shape;
+  held.dtype = gradient.dtype;
+  // A view's own size is 0: the held gradient has the elements it views.
+  held.size_bytes =
+      gradient.size_bytes > 0 || gradient.dtype == DType::kUnspecified
+          ? gradient.size_bytes
+          : Elements(gradient) * DTypeSize(gradient.dtype);
+  held.role_set = true;
+  held.role = TensorRole::kGradient;
+  const int64_t bytes = held.size_bytes;
+  OpSpec add;
+  add.id =
+      FreshId(graph, absl::StrCat(kAccumulateGradientOpType, ":", gradient.id));
+  add.name = absl::StrCat("add ", gradient.id, " into its held gradient");
+  add.op_type = kAccumulateGradientOpType;
+  add.op_class = OpClass::kElementwise;
+  add.phase = Phase::kBackward;
+  add.recomputable_set = true;
+  add.recomputable = false;
+  add.input_ids = {gradient.id, held.id};
+  TensorSpec done;  // zero bytes: the add is in place
+  done.id = FreshId(graph, absl::StrCat(add.id, ":done"));
+  done.size_bytes = 0;
+  add.output_ids = {done.id};
+  step.input_ids.push_back(held.id);
+  builder.AddTensor(std::move(held));
+  builder.AddTensor(std::move(done));
+  builder.AddOp(std::move(add));
+  return bytes;
+}
+
 }  // namespace
 
 const char* OptimizerKindName(OptimizerKind kind) { return RuleOf(kind).name; }
@@ -107,6 +154,15 @@ absl::StatusOr<std::optional<OptimizerSpec>> OptimizerOf(const Graph& graph) {
     }
     spec.state_dtype = *parsed;
   }
+  if (std::optional<std::string> held =
+          Metadata(graph, kOptimizerHoldsGradientsKey)) {
+    if (*held != "true" && *held != "false") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("graph metadata ", kOptimizerHoldsGradientsKey, " is '",
+                       *held, "'; known: true, false"));
+    }
+    spec.holds_gradients = *held == "true";
+  }
   return std::optional<OptimizerSpec>(spec);
 }
 
@@ -143,7 +199,9 @@ absl::StatusOr<Graph> AddOptimizerStep(const Graph& graph,
   int64_t all_temporaries = 0, largest_temporary = 0;
   for (TensorIndex t = 0; t < graph.num_tensors(); ++t) {
     const Tensor& tensor = graph.tensor(t);
-    builder.AddTensor(SpecOf(tensor));
+    TensorSpec copy = SpecOf(tensor);
+    if (IsHeld(tensor, optimizer)) copy.is_output = false;
+    builder.AddTensor(std::move(copy));
     if (tensor.role != TensorRole::kParameter) continue;
     step.input_ids.push_back(tensor.id);
     const DType dtype = optimizer.state_dtype == DType::kUnspecified
@@ -191,6 +249,11 @@ absl::StatusOr<Graph> AddOptimizerStep(const Graph& graph,
   step.workspace_bytes = added.temporary_bytes;
   for (OpIndex o = 0; o < graph.num_ops(); ++o) {
     builder.AddOp(SpecOf(graph, graph.op(o)));
+    for (TensorIndex t : graph.op(o).outputs) {
+      if (!IsHeld(graph.tensor(t), optimizer)) continue;
+      added.held_gradient_bytes +=
+          AddHeldGradient(graph, graph.tensor(t), builder, step);
+    }
   }
   // A zero-byte token: an op makes something.
   TensorSpec done;

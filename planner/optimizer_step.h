@@ -36,8 +36,16 @@ inline constexpr char kOptimizerKey[] = "echo.optimizer";
 inline constexpr char kOptimizerStateDTypeKey[] = "echo.optimizer.state_dtype";
 inline constexpr char kOptimizerImplementationKey[] =
     "echo.optimizer.implementation";
+// "true": gradients are held across the step (OptimizerSpec below).
+inline constexpr char kOptimizerHoldsGradientsKey[] =
+    "echo.optimizer.holds_gradients";
 // The step op's id and type.
 inline constexpr char kOptimizerStepOpId[] = "echo.optimizer_step";
+// The type of the ops that add a new gradient into its held one (their ids:
+// "echo.accumulate_gradient:<gradient id>"). Ops echod adds have ids that
+// start with "echo.": the client runs them itself (optimizer.step(),
+// autograd's accumulation), not from the plan.
+inline constexpr char kAccumulateGradientOpType[] = "echo.accumulate_gradient";
 
 enum class OptimizerKind {
   kSgd,
@@ -54,6 +62,12 @@ struct OptimizerSpec {
   // kUnspecified: each parameter's dtype.
   DType state_dtype = DType::kUnspecified;
   OptimizerImplementation implementation = OptimizerImplementation::kForeach;
+  // Gradients held while forward and backward run (accumulation over
+  // micro-batches, or zero_grad(set_to_none=False)): each gradient the graph
+  // outputs (role gradient) gets a held tensor of its size, live all
+  // iteration, and an op right after its producer that adds it in and frees
+  // it.
+  bool holds_gradients = false;
 };
 
 // The names the metadata uses ("adamw", "foreach", ...).
@@ -73,6 +87,7 @@ struct OptimizerStepSummary {
   int64_t state_bytes = 0;      // persistent, beside the parameters
   int64_t temporary_bytes = 0;  // the step's workspace
   int32_t state_tensors = 0;
+  int64_t held_gradient_bytes = 0;  // with holds_gradients
 };
 
 // `graph` with the optimizer's state and step added (OptimizerOf must name

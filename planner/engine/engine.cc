@@ -54,7 +54,11 @@ absl::StatusOr<std::string> WithIteration(
       planner::OptimizerImplementationName(optimizer->implementation),
       "): optimizer state ", planner::HumanBytes(added.state_bytes), " in ",
       added.state_tensors, " tensors, step temporaries ",
-      planner::HumanBytes(added.temporary_bytes));
+      planner::HumanBytes(added.temporary_bytes),
+      optimizer->holds_gradients
+          ? absl::StrCat(", gradients held across micro-batches ",
+                         planner::HumanBytes(added.held_gradient_bytes))
+          : std::string());
 }
 
 absl::StatusOr<PricedGraph> PriceGraph(

@@ -3,18 +3,24 @@ forward, backward and the optimizer's step with its state.
 
 A GPT-2 from a config (dropout off, so that eager and the plan draw
 nothing), trained three iterations of forward, backward, `opt.step()` and
-`opt.zero_grad()` with AdamW (torch's default for-loop on CPU, and
-foreach) and SGD with momentum. The third iteration is measured by the
-profiler's allocation events on top of the live parameters and optimizer
-state: the plan's predicted peak is within 1% of it and below the eager
-iteration's, the parameters after three iterations are eager's, and the
-report says the optimizer's state is in. Without optimizer= the report
-says that it is not.
+`opt.zero_grad()` in the loops of LOOPS: AdamW (torch's default for-loop
+on CPU, and foreach), SGD with momentum, AdamW under bf16 autocast, AdamW
+with two accumulated micro-batches, and SGD whose zero_grad keeps the
+gradients. The third iteration is measured by the profiler's allocation
+events on top of the live parameters, optimizer state and held gradients:
+the plan's predicted peak is within 1% of it and below the eager
+iteration's, the report's baseline is within 1% of the eager iteration's
+peak, the breakdown at the peak sums to it, the parameters after three
+iterations are eager's, and the report says the optimizer's state (and,
+where gradients are held, them) is in. Without optimizer= the report says
+that it is not.
 
 Skipped, with the reason, without echod or transformers.
 """
 import copy
+import dataclasses
 import unittest
+from typing import Callable
 
 import torch
 
@@ -28,10 +34,25 @@ try:
 except ImportError as error:  # pragma: no cover - the venv installs it
     NO_TRANSFORMERS = f"transformers does not import: {error}"
 
-OPTIMIZERS = {
-    "adamw (for-loop)": lambda params: torch.optim.AdamW(params, lr=1e-3),
-    "adamw (foreach)": lambda params: torch.optim.AdamW(params, lr=1e-3, foreach=True),
-    "sgd momentum": lambda params: torch.optim.SGD(params, lr=1e-3, momentum=0.9),
+@dataclasses.dataclass
+class Loop:
+    """How the user's loop runs an iteration."""
+    optimizer: Callable
+    autocast: bool = False  # bf16 autocast around the forward
+    micro_batches: int = 1  # gradient accumulation
+    set_to_none: bool = True  # zero_grad's
+
+
+LOOPS = {
+    "adamw (for-loop)": Loop(lambda params: torch.optim.AdamW(params, lr=1e-3)),
+    "adamw (foreach)": Loop(lambda params: torch.optim.AdamW(params, lr=1e-3, foreach=True)),
+    "sgd momentum": Loop(lambda params: torch.optim.SGD(params, lr=1e-3, momentum=0.9)),
+    "adamw (foreach), bf16 autocast": Loop(
+        lambda params: torch.optim.AdamW(params, lr=1e-3, foreach=True), autocast=True),
+    "adamw (foreach), 2 micro-batches": Loop(
+        lambda params: torch.optim.AdamW(params, lr=1e-3, foreach=True), micro_batches=2),
+    "sgd momentum, zero_grad(set_to_none=False)": Loop(
+        lambda params: torch.optim.SGD(params, lr=1e-3, momentum=0.9), set_to_none=False),
 }
 
 
@@ -42,21 +63,25 @@ def _gpt2():
     return transformers.GPT2LMHeadModel(config).train()
 
 
-def _iterate(model, forward, optimizer, ids):
+def _iterate(model, forward, optimizer, ids, loop: Loop):
     """Three iterations; the third's peak in bytes, with what was live
-    before it (parameters, optimizer state, the batch)."""
+    before it (parameters, optimizer state, held gradients, the batch)."""
     def step():
-        out = forward(input_ids=ids, labels=ids)
-        out.loss.backward()
-        del out
+        for _ in range(loop.micro_batches):
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=loop.autocast):
+                out = forward(input_ids=ids, labels=ids)
+            (out.loss / loop.micro_batches).backward()
+            del out
         optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        optimizer.zero_grad(set_to_none=loop.set_to_none)
 
     step()
     step()
     state = [t for s in optimizer.state.values() for t in s.values()
              if isinstance(t, torch.Tensor)]
-    live = measure.tensor_bytes(list(model.parameters()) + state + [ids])
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    batch = [ids] if isinstance(ids, torch.Tensor) else list(ids)  # the inputs
+    live = measure.tensor_bytes(list(model.parameters()) + state + grads + batch)
     memory, _ = measure.measure_peak(step)
     return live + memory.peak_bytes
 
@@ -76,26 +101,35 @@ class IterationTest(unittest.TestCase):
         torch.manual_seed(0)
         base = _gpt2()
         ids = torch.randint(0, 1024, (4, 64))
-        for name, make in OPTIMIZERS.items():
+        for name, loop in LOOPS.items():
             with self.subTest(name):
                 eager_model = copy.deepcopy(base)
-                eager_opt = make(eager_model.parameters())
-                eager = _iterate(eager_model, eager_model, eager_opt, ids)
+                eager_opt = loop.optimizer(eager_model.parameters())
+                eager = _iterate(eager_model, eager_model, eager_opt, ids, loop)
                 model = copy.deepcopy(base)
-                opt = make(model.parameters())
+                opt = loop.optimizer(model.parameters())
                 wrapped = optimize(model, server=self.echod.address, plan_cache=False,
                                    on_error="raise", optimizer=opt)
-                measured = _iterate(model, wrapped, opt, ids)
+                measured = _iterate(model, wrapped, opt, ids, loop)
                 rep = report(wrapped)
-                self.assertIn("optimizer state", rep.iteration)
                 error = rep.planned_peak_bytes / measured - 1
+                baseline_error = rep.baseline_peak_bytes / eager - 1
                 _log(f"[{name}] iteration: {rep.iteration}; eager peak {eager:,}, planned "
                      f"measured {measured:,}, predicted {rep.planned_peak_bytes:,} "
                      f"({100 * error:+.3f}%), baseline predicted "
-                     f"{rep.baseline_peak_bytes:,} ({100 * (rep.baseline_peak_bytes / eager - 1):+.2f}% "
-                     f"of eager's)")
+                     f"{rep.baseline_peak_bytes:,} ({100 * baseline_error:+.3f}% of eager's); "
+                     f"at the peak ({rep.peak_op}): {rep.peak_breakdown}")
+                self.assertIn("optimizer state", rep.iteration)
+                held = loop.micro_batches > 1 or not loop.set_to_none
+                self.assertEqual("gradients held" in rep.iteration, held)
                 self.assertLess(abs(error), 0.01)
+                self.assertLess(abs(baseline_error), 0.01)
                 self.assertLess(measured, eager)
+                # The breakdown is the planned peak's, by role.
+                self.assertEqual(sum(rep.peak_breakdown.values()), rep.planned_peak_bytes)
+                self.assertGreater(rep.peak_breakdown["optimizer_state_bytes"], 0)
+                self.assertTrue(rep.peak_op)
+                self.assertIn("at the planned peak", str(rep))
                 for got, want in zip(model.parameters(), eager_model.parameters()):
                     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
 

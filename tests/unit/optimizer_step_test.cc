@@ -105,5 +105,69 @@ TEST(OptimizerStepTest, UnknownNamesAreRefusedNamingTheKey) {
   EXPECT_THAT(dtype.message(), HasSubstr(kOptimizerStateDTypeKey));
 }
 
+// Two layers whose weight gradients are graph outputs, as the hook sends
+// them: 1 KiB activations, 4 KiB weights and gradients.
+constexpr char kTwoLayers[] = R"(
+graph two
+tensor x f32[256] input
+tensor w1 f32[1024] parameter
+tensor w2 f32[1024] parameter
+tensor gw1 f32[1024] gradient output
+tensor gw2 f32[1024] gradient output
+op f1 fwd gemm x w1 -> h:f32[256]
+op f2 fwd gemm h w2 -> y:f32[256]
+op g2 bwd gemm y h -> gw2
+op g1 bwd gemm y x -> gw1
+)";
+
+TEST(OptimizerStepTest, HeldGradientsLiveAllIterationAndNewOnesAreAddedIn) {
+  const Graph fresh = WithMetadata(kTwoLayers, {{kOptimizerKey, "sgd"}});
+  ASSERT_OK_AND_ASSIGN(const std::optional<OptimizerSpec> sgd,
+                       OptimizerOf(fresh));
+  EXPECT_FALSE(sgd->holds_gradients);
+  ASSERT_OK_AND_ASSIGN(const Graph one_batch,
+                       AddOptimizerStep(fresh, *sgd, nullptr));
+  // Gradients from their op to the step: at g1, x, y, w1, w2, gw2, gw1.
+  EXPECT_EQ(SimulatePlain(one_batch).peak_bytes,
+            1024 + 1024 + 2 * 4096 + 2 * 4096);
+
+  const Graph held = WithMetadata(
+      kTwoLayers,
+      {{kOptimizerKey, "sgd"}, {kOptimizerHoldsGradientsKey, "true"}});
+  ASSERT_OK_AND_ASSIGN(const std::optional<OptimizerSpec> accumulating,
+                       OptimizerOf(held));
+  ASSERT_TRUE(accumulating->holds_gradients);
+  OptimizerStepSummary added;
+  ASSERT_OK_AND_ASSIGN(const Graph iteration,
+                       AddOptimizerStep(held, *accumulating, &added));
+  EXPECT_EQ(added.held_gradient_bytes, 2 * 4096);
+  // Each new gradient is added in right after its op and freed there.
+  std::vector<std::string> order;
+  for (OpIndex o = 0; o < iteration.num_ops(); ++o) {
+    order.push_back(iteration.op(o).id);
+  }
+  EXPECT_THAT(order, ::testing::ElementsAre(
+                         "f1", "f2", "g2", "echo.accumulate_gradient:gw2", "g1",
+                         "echo.accumulate_gradient:gw1", kOptimizerStepOpId));
+  const SimulationResult plain = SimulatePlain(iteration);
+  // At g2: x, h, y, the weights, both held gradients and the new gw2. At
+  // g1, 1 KiB less: h is gone, and gw2 is in its held one already.
+  EXPECT_EQ(plain.peak_bytes, 3 * 1024 + 2 * 4096 + 2 * 4096 + 4096);
+  EXPECT_EQ(iteration.op(plain.peak_op).id, "g2");
+  EXPECT_EQ(plain.breakdown.gradient_bytes, 3 * 4096);
+  // The held gradients live from the first step on, as accumulation holds
+  // them through the forward.
+  EXPECT_EQ(SimulatePlain(iteration).persistent_bytes, 2 * 4096);
+}
+
+TEST(OptimizerStepTest, HeldGradientsValueMustBeTrueOrFalse) {
+  const absl::Status status =
+      OptimizerOf(WithMetadata(kLayer, {{kOptimizerKey, "sgd"},
+                                        {kOptimizerHoldsGradientsKey, "2"}}))
+          .status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("'2'; known: true, false"));
+}
+
 }  // namespace
 }  // namespace echo::planner

@@ -11,6 +11,7 @@ from echo_torch import capture as capture_lib
 from echo_torch.client import ServerUnavailable, unavailable_message
 from echo_torch.convert import ConvertedGraph
 from echo_torch.log import logger
+from echo_torch.optimizer_spec import gradients_held
 from echo_torch.pipeline import InfeasibleWarning, PlannedGraph, PlanReport, plan_joint
 from echo_torch.compile_backend import (EchoBackend, _echo_backend_of, _warn_skipped_rnn,
                                         backend)
@@ -148,6 +149,10 @@ class EchoModule(nn.Module):
         self._compiler = compiler
         self.module = module
         self._planner = planner
+        # With optimize(optimizer=...), each step's plan counts the gradients
+        # it starts with (optimizer_spec.gradients_held).
+        options = getattr(planner, "options", None)
+        self._counts_optimizer = getattr(options, "optimizer", None) is not None
         self._on_error = on_error
         self._preflight = preflight
         self._measure_workspace = measure_workspace
@@ -193,7 +198,8 @@ class EchoModule(nn.Module):
         if (not torch.is_grad_enabled()
                 or not any(p.requires_grad for p in self.module.parameters())):
             return self.module(*args, **kwargs)
-        key = _signature(args, kwargs, self.module.training)
+        held = self._counts_optimizer and gradients_held(self.module)
+        key = (_signature(args, kwargs, self.module.training), held)
         entry = self._entries.get(key)
         if entry is not None:
             self._last, self._last_unplanned = entry, None
@@ -206,9 +212,12 @@ class EchoModule(nn.Module):
 
     def _first_call(self, key, args, kwargs):
         entry = _Entry()
+        # A step that starts with gradients held (the second micro-batch on,
+        # or after zero_grad(set_to_none=False)) is planned with them.
+        planner = self._planner.holding_gradients() if key[1] else self._planner
 
         def partitioner(joint):
-            entry.planned = plan_joint(joint, self._planner, self._measure_workspace,
+            entry.planned = plan_joint(joint, planner, self._measure_workspace,
                                        self._client_timing)
             self._infeasible.check(entry.planned.report, stacklevel=8)
             programs = entry.planned.programs
@@ -300,7 +309,10 @@ def optimize(model: nn.Module, *, server: Optional[str] = None, policy: str = "A
     report(model) are then for the iteration, with its state and step
     (SGD, SGD with momentum, Adam, AdamW, Adagrad, RMSprop; the hook does
     not run or change it); None: forward+backward, and the report says the
-    optimizer is not included. Wrapping an EchoModule again re-wraps its
+    optimizer is not included. With an optimizer, a step that starts with
+    gradients held (gradient accumulation's later micro-batches, or
+    zero_grad(set_to_none=False)) is planned with them, once per signature.
+    Wrapping an EchoModule again re-wraps its
     inner module.
     """
     if isinstance(model, EchoModule):

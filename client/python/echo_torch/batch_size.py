@@ -31,6 +31,7 @@ def max_batch_size(model: nn.Module, *args, device: Union[str, "_dev.DeviceSpec"
                    max_batch_size: int = 0, multiple_of: int = 0,
                    allocator_rounding_bytes: Optional[int] = None,
                    timeout_seconds: float = 30.0, chunking: str = "auto", optimizer=None,
+                   accumulation_steps: int = 1,
                    **kwargs):
     """Returns echod's FindMaxBatchSizeResponse for `model`'s training step
     on `args`/`kwargs` (inputs at any batch > 1 whose data inputs share the
@@ -42,7 +43,9 @@ def max_batch_size(model: nn.Module, *args, device: Union[str, "_dev.DeviceSpec"
     chunking: "auto" (as optimize plans: loss regions may run in chunks) or
     "off". optimizer: the torch.optim optimizer that trains the model, whose
     state and step then count at every batch (None: forward+backward; the
-    answer's `iteration` says which).
+    answer's `iteration` says which). accumulation_steps: micro-batches per
+    optimizer step (with optimizer); from 2 on, the gradients of earlier
+    micro-batches are held while the next one runs, and count too.
 
     device: a catalog name or an echo.v1.DeviceSpec (default: the model's
     GPU if the catalog knows it, else h100-80gb). min_batch_size,
@@ -61,8 +64,9 @@ def max_batch_size(model: nn.Module, *args, device: Union[str, "_dev.DeviceSpec"
     if device is None:
         device = default_device(on_cuda)
     spec = device if isinstance(device, _dev.DeviceSpec) else _dev.DeviceSpec(name=device)
-    if optimizer is not None:
-        graph.optimizer.CopyFrom(optimizer_spec(optimizer))
+    iteration = optimizer_spec(optimizer, accumulation_steps)
+    if iteration is not None:
+        graph.optimizer.CopyFrom(iteration)
     request = _pl.FindMaxBatchSizeRequest(
         graph=graph, device=spec, max_overhead_ratio=float(max_overhead_ratio),
         min_batch_size=int(min_batch_size), max_batch_size=int(max_batch_size),

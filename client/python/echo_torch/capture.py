@@ -28,7 +28,7 @@ import torch.utils._pytree as pytree
 
 from echo_torch.convert import (JointGraph, PrimalInfo, ROLE_BUFFER, ROLE_INPUT,
                                 ROLE_PARAMETER)
-from echo_torch import chunked, dropout, ops
+from echo_torch import chunked, dropout, hf_masks, ops
 from echo_torch.executor import is_echo_module, program_of
 from echo_torch.log import logger
 
@@ -262,8 +262,11 @@ def _known_output(value) -> bool:
 def strip_unknown_outputs(out):
     """`out` with every leaf AOTAutograd cannot return (a Hugging Face
     DynamicCache, EncoderDecoderCache: objects pytree does not know) replaced
-    by None: a training step has no use for a cache, and its tensors are not
-    graph outputs then (not held to the end of the step)."""
+    by None. The model runs as configured: with `config.use_cache` on, a
+    Hugging Face model builds its cache as in eager, and attention reads the
+    cache's key/value copies, so the graph holds what eager holds (and
+    Hugging Face skips the packed-sequence mask, as in eager with a cache);
+    only the cache object is not returned."""
     leaves, spec = pytree.tree_flatten(out)
     unknown = sorted({type(v).__name__ for v in leaves if not _known_output(v)})
     if not unknown:
@@ -274,12 +277,14 @@ def strip_unknown_outputs(out):
 
 
 @contextlib.contextmanager
-def training_configs(module: nn.Module):
-    """Hugging Face models build a key/value cache unless `config.use_cache`
-    is off, as their own training code (gradient checkpointing) turns it:
-    off while a training step is traced, restored after."""
+def cache_off_on_meta(module: nn.Module):
+    """A Hugging Face cache starts from a constant (`torch.tensor([])` on the
+    model's device), which cannot be traced on the meta device: a model on
+    meta (planned, never run) is traced with `config.use_cache` off, its
+    key/value copies left out, and the config restored after."""
+    on_meta = any(p.device.type == "meta" for p in module.parameters())
     configs = {id(c): c for c in (getattr(m, "config", None) for m in module.modules())
-               if getattr(c, "use_cache", False) is True}
+               if getattr(c, "use_cache", False) is True} if on_meta else {}
     for config in configs.values():
         config.use_cache = False
     try:
@@ -357,6 +362,9 @@ class ModuleCapture:
 
         self.module = module
         self.layout = CallLayout(module, args, kwargs)
+        # What transformers' mask code would see in eager (the caller keys
+        # the capture on it too, hook_common._signature).
+        self._masks = hf_masks.facts(args, kwargs)
         # Programs take None for a missing gradient; Inductor's code does not.
         self._no_zero_gradients = compiler == "eager"
         partition_fn = make_partition_fn(partitioner, type(module).__name__, "aot_module",
@@ -372,7 +380,7 @@ class ModuleCapture:
 
     def _traced(self, *flat):
         state, args, kwargs = self.layout.unflatten(flat)
-        with training_configs(self.module):
+        with cache_off_on_meta(self.module):
             out = torch.func.functional_call(self.module, state, args, kwargs)
         return strip_unknown_outputs(out)
 
@@ -381,7 +389,7 @@ class ModuleCapture:
         if self._traced_once:
             out = self._compiled(*flat)
         else:
-            with tracing_as_compile():
+            with tracing_as_compile(), hf_masks.as_eager(self._masks):
                 out = self._compiled(*flat)
             self._traced_once = True
         return no_zero_gradients(out) if self._no_zero_gradients else out

@@ -6,7 +6,7 @@ from typing import Dict
 
 import torch
 
-from echo_torch import capture as capture_lib
+from echo_torch import capture as capture_lib, hf_masks
 from echo_torch.client import connect
 from echo_torch.optimizer_spec import optimizer_spec
 from echo_torch.plan_cache import PlanCache
@@ -27,7 +27,8 @@ def _autocast_state():
 
 def _signature(args, kwargs, training):
     """What makes a captured graph reusable: shapes, dtypes, devices and
-    requires_grad of the tensors, other values, training mode, autocast."""
+    requires_grad of the tensors, other values, training mode, autocast, and
+    what Hugging Face's mask code would see in eager (hf_masks.facts)."""
     def describe(value):
         if isinstance(value, torch.Tensor):
             return ("T", tuple(value.shape), value.dtype, value.device.type,
@@ -38,7 +39,7 @@ def _signature(args, kwargs, training):
             return tuple((k, describe(v)) for k, v in sorted(value.items()))
         return repr(value)
     return (describe(args), describe(kwargs), training, _autocast_state(),
-            _aliasing(args, kwargs))
+            _aliasing(args, kwargs), hf_masks.facts(args, kwargs))
 
 
 def _aliasing(args, kwargs) -> tuple:

@@ -10,9 +10,11 @@ from echo_torch import proto
 
 _g = proto.graph_pb2
 
-# The step op echod appends to an iteration's schedule: it stands for the
-# framework's own optimizer.step(), which the hook never runs itself.
-OPTIMIZER_STEP_OP_ID = "echo.optimizer_step"
+# Ops echod adds to an iteration's schedule have ids that start with this:
+# the optimizer's step (the framework's own optimizer.step()) and, with
+# gradients held, the adds of each new gradient into its held one
+# (autograd's AccumulateGrad). The hook runs neither from the plan.
+ECHOD_OP_PREFIX = "echo."
 
 _KINDS = (
     (torch.optim.AdamW, _g.OPTIMIZER_KIND_ADAMW),
@@ -37,10 +39,19 @@ def _implementation(optimizer: torch.optim.Optimizer) -> int:
             else _g.OPTIMIZER_IMPLEMENTATION_FOR_LOOP)
 
 
-def optimizer_spec(optimizer: Optional[torch.optim.Optimizer]) -> Optional["_g.OptimizerSpec"]:
+def optimizer_spec(optimizer: Optional[torch.optim.Optimizer],
+                   accumulation_steps: int = 1) -> Optional["_g.OptimizerSpec"]:
     """Graph.optimizer for `optimizer`, or None for None. Raises ValueError
-    for an optimizer echod does not model (its state would be guessed)."""
+    for an optimizer echod does not model (its state would be guessed).
+    accumulation_steps: micro-batches per optimizer step; from 2 on, the
+    gradients of earlier ones are held while the next runs
+    (OptimizerSpec.holds_gradients)."""
+    if int(accumulation_steps) < 1:
+        raise ValueError(f"echo_torch: accumulation_steps must be >= 1, got {accumulation_steps}")
     if optimizer is None:
+        if accumulation_steps > 1:
+            raise ValueError("echo_torch: accumulation_steps needs optimizer= (the step that "
+                             "reads the held gradients)")
         return None
     kind = next((value for cls, value in _KINDS if isinstance(optimizer, cls)), None)
     if isinstance(optimizer, torch.optim.SGD):
@@ -51,4 +62,20 @@ def optimizer_spec(optimizer: Optional[torch.optim.Optimizer]) -> Optional["_g.O
             f"echo_torch: optimizer {type(optimizer).__name__} is not one echod models "
             f"(SGD, SGD with momentum, Adam, AdamW, Adagrad, RMSprop); pass optimizer=None "
             f"to plan forward+backward only")
-    return _g.OptimizerSpec(kind=kind, implementation=_implementation(optimizer))
+    return _g.OptimizerSpec(kind=kind, implementation=_implementation(optimizer),
+                            holds_gradients=accumulation_steps > 1)
+
+
+def holding_gradients(spec: "_g.OptimizerSpec") -> "_g.OptimizerSpec":
+    """`spec` with holds_gradients set: for a step that runs while its
+    parameters' gradients are held (accumulation, zero_grad(set_to_none=False))."""
+    held = _g.OptimizerSpec()
+    held.CopyFrom(spec)
+    held.holds_gradients = True
+    return held
+
+
+def gradients_held(module: torch.nn.Module) -> bool:
+    """Whether a step of `module` starts with gradients held: some parameter
+    that trains has one (an earlier micro-batch's, or zeroed but kept)."""
+    return any(p.grad is not None for p in module.parameters() if p.requires_grad)

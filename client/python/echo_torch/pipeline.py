@@ -5,7 +5,7 @@ import collections
 import dataclasses
 import time
 import warnings
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
@@ -60,6 +60,12 @@ class PlanReport:
     # What the peaks cover: forward+backward, with the optimizer's state and
     # step when optimize() was given optimizer= (echod's words).
     iteration: str = ""
+    # The planned peak by role (echod's MemoryBreakdown: parameter_bytes,
+    # optimizer_state_bytes, gradient_bytes, input_bytes,
+    # stashed_activation_bytes, transient_bytes, workspace_bytes), and the
+    # op running then (" (recompute)" when it is a recomputation).
+    peak_breakdown: Dict[str, int] = dataclasses.field(default_factory=dict)
+    peak_op: str = ""
 
     @property
     def planned(self) -> bool:
@@ -108,6 +114,10 @@ class PlanReport:
                 f"{self.planned_peak_bytes / mib:.1f} MiB "
                 f"({self.baseline_peak_bytes - self.planned_peak_bytes:,} bytes saved), "
                 f"feasible={self.feasible}")
+        if self.peak_breakdown:
+            lines.append(f"  at the planned peak (op {self.peak_op}): " + ", ".join(
+                f"{word} {self.peak_breakdown[field] / mib:.1f} MiB"
+                for field, word in _BREAKDOWN_WORDS if self.peak_breakdown.get(field)))
         lines.append(f"  saved for backward {self.default_saved_bytes / mib:.1f} MiB -> "
                      f"{self.planned_saved_bytes / mib:.1f} MiB")
         types = ", ".join(f"{k} x{v}" for k, v in sorted(self.recomputed_op_types.items()))
@@ -150,6 +160,22 @@ def _forward_output_bytes(converted: ConvertedGraph) -> int:
     return sum(converted.size_bytes.get(t, 0) for t in owners)
 
 
+_BREAKDOWN_WORDS = (("parameter_bytes", "parameters"), ("gradient_bytes", "gradients"),
+                    ("optimizer_state_bytes", "optimizer state"),
+                    ("stashed_activation_bytes", "stashed activations"),
+                    ("transient_bytes", "temporaries"), ("workspace_bytes", "op workspace"),
+                    ("input_bytes", "inputs"))
+
+
+def _peak_breakdown(timeline) -> Tuple[Dict[str, int], str]:
+    """The timeline's peak point by role, and its op."""
+    point = next((p for p in timeline.points if p.step == timeline.peak_step), None)
+    if point is None:
+        return {}, ""
+    breakdown = {field: getattr(point.bytes, field) for field, _ in _BREAKDOWN_WORDS}
+    return breakdown, point.op_id + (" (recompute)" if point.recompute else "")
+
+
 def _make_report(converted: ConvertedGraph, plan, programs) -> PlanReport:
     graph = converted.graph
     types = collections.Counter(graph.ops[i].op_type for i, rec in plan.schedule if rec)
@@ -173,6 +199,7 @@ def _make_report(converted: ConvertedGraph, plan, programs) -> PlanReport:
         report.chunked_regions = list(response.chunked_regions)
         report.chunking_notes = list(response.chunking_notes)
         report.iteration = response.iteration
+        report.peak_breakdown, report.peak_op = _peak_breakdown(response.timeline)
     if plan.stash_tensor_ids is not None:
         # Graph outputs (e.g. updated batch-norm statistics) are live to the
         # end whether or not a plan lists them.

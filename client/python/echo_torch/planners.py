@@ -11,7 +11,7 @@ from echo_torch.client import PlannerClient
 from echo_torch.convert import ConvertedGraph
 from echo_torch.chunked import RegionRunner
 from echo_torch.executor import ChunkStep, PlanError
-from echo_torch.optimizer_spec import OPTIMIZER_STEP_OP_ID
+from echo_torch.optimizer_spec import ECHOD_OP_PREFIX, holding_gradients
 from echo_torch.plan_cache import PlanCache
 
 _pl = proto.planner_pb2
@@ -181,7 +181,9 @@ def plan_request(graph, options: PlanRequestOptions):
         graph=graph, policy=POLICIES[options.policy.upper()],
         max_recompute_depth=options.max_recompute_depth,
         solver_time_limit_seconds=options.solver_time_limit_seconds,
-        objective=OBJECTIVES[options.objective.upper()])
+        objective=OBJECTIVES[options.objective.upper()],
+        # One timeline point, the peak's: report()'s breakdown by role.
+        include_timeline=True, timeline_max_points=1)
     request.allocator.rounding_bytes = options.allocator_rounding_bytes
     request.chunking = CHUNKING[options.chunking]
     if options.device:
@@ -206,8 +208,8 @@ def schedule_from_response(converted: ConvertedGraph, response) -> List[Tuple[An
             steps[region.backward_step_op_id] = ChunkStep(runner, forward=False)
     schedule = []
     for execution in response.schedule:
-        if execution.op_id == OPTIMIZER_STEP_OP_ID:
-            continue  # the user's optimizer.step()
+        if execution.op_id.startswith(ECHOD_OP_PREFIX):
+            continue  # the user's optimizer.step(), autograd's accumulation
         index = converted.op_index.get(execution.op_id, steps.get(execution.op_id))
         if index is None:
             raise PlanError(f"plan names unknown op {execution.op_id!r}")
@@ -224,6 +226,15 @@ class ServerPlanner:
         self.client = client
         self.options = options
         self.cache = cache
+
+    def holding_gradients(self) -> "ServerPlanner":
+        """This planner for steps that start with gradients held (see
+        optimizer_spec.gradients_held); itself without optimizer=."""
+        if self.options.optimizer is None or self.options.optimizer.holds_gradients:
+            return self
+        options = dataclasses.replace(self.options,
+                                      optimizer=holding_gradients(self.options.optimizer))
+        return ServerPlanner(self.client, options, self.cache)
 
     def cache_key(self, converted: ConvertedGraph) -> Optional[str]:
         """The plan cache's key for the graph as captured (before per-op
