@@ -22,7 +22,7 @@ compute, chunking auto) at the sizes people train, captured on this CPU at
 batch 2 from random weights: forward+backward only, then with AdamW
 (foreach, as on a GPU) counted, then with two accumulated micro-batches.
 Llama-1B (Llama 3.2 1B's shape) has bf16 weights and fp32 AdamW moments
-(OptimizerSpec.state_dtype).
+(OptimizerSpec.state_dtype), and is captured on the meta device.
 
 real: the loops' measurement (AdamW foreach, three iterations, the third
 measured) at the real sizes of max_batch on this CPU, at --real_batch
@@ -126,8 +126,11 @@ def _models():
             vocab_size=128256, hidden_size=2048, intermediate_size=8192,
             num_hidden_layers=16, num_attention_heads=32, num_key_value_heads=8,
             max_position_embeddings=2048, tie_word_embeddings=True, torch_dtype=torch.bfloat16)
-        model = transformers.LlamaForCausalLM(config).to(torch.bfloat16)
-        ids = torch.randint(0, 128256, (2, 512))
+        # On the meta device: planned from shapes alone, without 2.5 GB of
+        # weights or their bf16 matmuls on this CPU (minutes per step).
+        with torch.device("meta"):
+            model = transformers.LlamaForCausalLM(config).to(torch.bfloat16)
+        ids = torch.randint(0, 128256, (2, 512)).to("meta")
         return model, dict(input_ids=ids, labels=ids)
 
     def vit():
