@@ -73,9 +73,7 @@ def loops(server):
         measured = _iterate(model, wrapped, opt, ids, loop)
         rep = report(wrapped)
         delta = _max_delta(model, eager_model)
-        parts = rep.peak_breakdown
-        breakdown = ", ".join(f"{key.replace('_bytes', '').replace('_', ' ')} "
-                              f"{value / MIB:.1f}" for key, value in parts.items() if value)
+        breakdown = _breakdown(rep, 1)
         print(f"| {name} | {eager / MIB:.2f} MiB | {rep.baseline_peak_bytes / MIB:.2f} MiB "
               f"({100 * (rep.baseline_peak_bytes / eager - 1):+.2f}%) | {measured / MIB:.2f} MiB "
               f"({measured / eager:.2f}x eager) | {rep.planned_peak_bytes / MIB:.2f} MiB "
@@ -144,6 +142,20 @@ def _models():
             "vit-base": (vit, graph_pb2.DTYPE_UNSPECIFIED)}
 
 
+def _build(name):
+    """(model in train mode, its inputs at batch 2, optimizer state dtype)."""
+    make, state_dtype = _models()[name]
+    torch.manual_seed(0)
+    model, inputs = make()
+    return model.train(), inputs, state_dtype
+
+
+def _breakdown(rep, digits: int) -> str:
+    """report(model).peak_breakdown in MiB, the roles that hold bytes."""
+    return ", ".join(f"{key.replace('_bytes', '').replace('_', ' ')} {value / MIB:.{digits}f}"
+                     for key, value in rep.peak_breakdown.items() if value)
+
+
 def max_batch(server, names):
     from echo_torch.hook_common import default_device
     from echo_torch.proto import device_pb2, planner_pb2
@@ -152,21 +164,16 @@ def max_batch(server, names):
           "peak at Echo's batch | echod's words |")
     print("|---|---|---|---|---|---|---|")
     for name in names:
-        make, state_dtype = _models()[name]
-        torch.manual_seed(0)
-        model, inputs = make()
-        model.train()
+        model, inputs, state_dtype = _build(name)
         params = sum(p.numel() for p in model.parameters())
         converted = echo_torch.capture_graph(model, **inputs)
         del model
+        adamw = dict(kind=graph_pb2.OPTIMIZER_KIND_ADAMW, state_dtype=state_dtype,
+                     implementation=graph_pb2.OPTIMIZER_IMPLEMENTATION_FOREACH)
         variants = (("none (forward+backward)", None),
-                    ("AdamW", graph_pb2.OptimizerSpec(
-                        kind=graph_pb2.OPTIMIZER_KIND_ADAMW, state_dtype=state_dtype,
-                        implementation=graph_pb2.OPTIMIZER_IMPLEMENTATION_FOREACH)),
-                    ("AdamW, 2 micro-batches", graph_pb2.OptimizerSpec(
-                        kind=graph_pb2.OPTIMIZER_KIND_ADAMW, state_dtype=state_dtype,
-                        implementation=graph_pb2.OPTIMIZER_IMPLEMENTATION_FOREACH,
-                        holds_gradients=True)))
+                    ("AdamW", graph_pb2.OptimizerSpec(**adamw)),
+                    ("AdamW, 2 micro-batches",
+                     graph_pb2.OptimizerSpec(**adamw, holds_gradients=True)))
         for label, spec in variants:
             graph = graph_pb2.Graph()
             graph.CopyFrom(converted.graph)
@@ -193,10 +200,7 @@ def real(server, names, batch):
           f"at the planned peak | max abs Δ parameters vs eager | seconds |")
     print("|---|---|---|---|---|---|---|---|---|")
     for name in names:
-        make, _ = _models()[name]
-        torch.manual_seed(0)
-        base, inputs = make()
-        base.train()
+        base, inputs, _ = _build(name)
         inputs = {k: torch.cat([v] * max(1, batch // 2)) for k, v in inputs.items()}
         start = time.perf_counter()
         eager_model = copy.deepcopy(base)
@@ -208,8 +212,7 @@ def real(server, names, batch):
                            optimizer=opt)
         measured = _iterate(model, _Call(wrapped, inputs), opt, inputs.values(), loop)
         rep = report(wrapped)
-        parts = ", ".join(f"{key.replace('_bytes', '').replace('_', ' ')} {value / MIB:.0f}"
-                          for key, value in rep.peak_breakdown.items() if value)
+        parts = _breakdown(rep, 0)
         print(f"| {name} | {batch} | {eager / MIB:.1f} MiB | {rep.baseline_peak_bytes / MIB:.1f} MiB "
               f"({100 * (rep.baseline_peak_bytes / eager - 1):+.2f}%) | {measured / MIB:.1f} MiB "
               f"({measured / eager:.2f}x eager) | {rep.planned_peak_bytes / MIB:.1f} MiB "
