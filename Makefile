@@ -26,6 +26,9 @@ TORCH_VERSION ?= 2.13.0
 # CPU build. timm is not installed: it imports torchvision, and PyPI's
 # torchvision wheels need CUDA torch (its tests skip, naming the error).
 TRANSFORMERS_VERSION ?= 5.23.0
+# tests/python/test_loops.py's training loops (the Trainer needs accelerate).
+ACCELERATE_VERSION ?= 1.16.0
+LIGHTNING_VERSION ?= 2.6.6
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -73,6 +76,7 @@ python-venv:
 	@$(VENV)/bin/python -c 'import torch, sys; sys.exit(torch.__version__.split("+")[0] != "$(TORCH_VERSION)")' 2>/dev/null \
 	  || $(VENV)/bin/pip install -q torch==$(TORCH_VERSION)
 	$(VENV)/bin/pip install -q torch==$(TORCH_VERSION) transformers==$(TRANSFORMERS_VERSION) \
+	  accelerate==$(ACCELERATE_VERSION) lightning==$(LIGHTNING_VERSION) \
 	  ./client/python[bench] networkx
 	$(VENV)/bin/python -c 'import echo_torch, torch; print("echo-torch", echo_torch.__version__, "on torch", torch.__version__)'
 

@@ -176,11 +176,16 @@ constexpr std::pair<v1::OptimizerImplementation,
 absl::Status SetOptimizer(const v1::OptimizerSpec& optimizer,
                           planner::GraphBuilder& builder) {
   if (optimizer.kind() == v1::OPTIMIZER_KIND_UNSPECIFIED) {
-    if (optimizer.holds_gradients()) {
-      // Held gradients are read by the step: without one there is none.
-      return absl::InvalidArgumentError(
-          "graph.optimizer.holds_gradients is set but graph.optimizer.kind "
-          "is not: name the optimizer whose step reads the gradients");
+    // Held gradients are read by the step, and an update in the backward
+    // is the step's: without one there is neither.
+    for (const auto& [set, field] :
+         {std::pair{optimizer.holds_gradients(), "holds_gradients"},
+          std::pair{optimizer.update_in_backward(), "update_in_backward"}}) {
+      if (!set) continue;
+      return absl::InvalidArgumentError(absl::StrCat(
+          "graph.optimizer.", field,
+          " is set but graph.optimizer.kind is not: name the optimizer "
+          "whose step it concerns"));
     }
     return absl::OkStatus();
   }
@@ -213,6 +218,9 @@ absl::Status SetOptimizer(const v1::OptimizerSpec& optimizer,
   }
   if (optimizer.holds_gradients()) {
     builder.SetMetadata(planner::kOptimizerHoldsGradientsKey, "true");
+  }
+  if (optimizer.update_in_backward()) {
+    builder.SetMetadata(planner::kOptimizerUpdateInBackwardKey, "true");
   }
   return absl::OkStatus();
 }
@@ -280,6 +288,7 @@ absl::StatusOr<planner::Graph> GraphFromProto(const v1::Graph& proto) {
     spec.role = RoleFromProto(tensor.role());
     spec.is_output = tensor.is_output();
     spec.batch_dim = tensor.has_batch_dim() ? tensor.batch_dim() : -1;
+    spec.gradient_of = tensor.gradient_of();
     builder.AddTensor(std::move(spec));
   }
   for (const v1::Op& op : proto.ops()) {
@@ -346,6 +355,7 @@ v1::Graph SpecsProto(const planner::GraphBuilder& specs) {
     if (tensor.role_set) out->set_role(RoleToProto(tensor.role));
     out->set_is_output(tensor.is_output);
     if (tensor.batch_dim >= 0) out->set_batch_dim(tensor.batch_dim);
+    out->set_gradient_of(tensor.gradient_of);
   }
   for (const planner::OpSpec& op : specs.ops()) {
     v1::Op* out = proto.add_ops();
@@ -382,43 +392,10 @@ planner::GraphBuilder SpecsOf(const planner::Graph& graph) {
     specs.SetMetadata(key, value);
   }
   for (const planner::Tensor& tensor : graph.tensors()) {
-    planner::TensorSpec spec;
-    spec.id = tensor.id;
-    spec.name = tensor.name;
-    spec.shape = tensor.shape;
-    spec.dtype = tensor.dtype;
-    spec.size_bytes = tensor.size_bytes;
-    spec.role_set = true;
-    spec.role = tensor.role;
-    spec.is_output = tensor.is_output;
-    spec.batch_dim = tensor.batch_dim;
-    specs.AddTensor(std::move(spec));
+    specs.AddTensor(planner::SpecOf(graph, tensor));
   }
-  const auto ids_of = [&](const std::vector<planner::TensorIndex>& tensors) {
-    std::vector<std::string> ids;
-    ids.reserve(tensors.size());
-    for (planner::TensorIndex t : tensors) ids.push_back(graph.tensor(t).id);
-    return ids;
-  };
   for (const planner::Op& op : graph.ops()) {
-    planner::OpSpec spec;
-    spec.id = op.id;
-    spec.name = op.name;
-    spec.op_type = op.op_type;
-    spec.op_class = op.op_class;
-    spec.phase = op.phase;
-    spec.input_ids = ids_of(op.inputs);
-    spec.output_ids = ids_of(op.outputs);
-    spec.flops = op.flops;
-    spec.measured_time_seconds = op.measured_time_seconds;
-    spec.measured_on = op.measured_on;
-    spec.relative_cost = op.relative_cost;
-    spec.workspace_bytes = op.workspace_bytes;
-    spec.recomputable_set = true;
-    spec.recomputable = op.recomputable;
-    // recompute_outputs is kept as its attribute (Build reads it back).
-    spec.attributes = op.attributes;
-    specs.AddOp(std::move(spec));
+    specs.AddOp(planner::SpecOf(graph, op));
   }
   return specs;
 }

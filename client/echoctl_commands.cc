@@ -66,10 +66,11 @@ bool LoadGraph(const EchoctlFlags& flags, v1::Graph* graph) {
       return false;
     }
     optimizer->set_holds_gradients(flags.accumulation_steps > 1);
+    optimizer->set_update_in_backward(flags.update_in_backward);
     *graph->mutable_optimizer() = *std::move(optimizer);
-  } else if (flags.accumulation_steps > 1) {
-    std::cerr << "echoctl: --accumulation_steps needs --optimizer (the step "
-                 "that reads the held gradients)\n";
+  } else if (flags.accumulation_steps > 1 || flags.update_in_backward) {
+    std::cerr << "echoctl: --accumulation_steps and --update_in_backward need "
+                 "--optimizer (the step they concern)\n";
     return false;
   }
   return true;

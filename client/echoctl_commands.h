@@ -51,6 +51,8 @@ struct EchoctlFlags {
   // Micro-batches per optimizer step: from 2 on, gradients are held across
   // them (OptimizerSpec.holds_gradients).
   int32_t accumulation_steps = 1;
+  // OptimizerSpec.update_in_backward.
+  bool update_in_backward = false;
   // max-batch
   int64_t min_batch = 0;
   int64_t max_batch = 0;

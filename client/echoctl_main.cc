@@ -126,6 +126,10 @@ void AddGraphFlags(CLI::App* command, EchoctlFlags& flags,
                    "from 2 on, the gradients of earlier micro-batches are "
                    "held while the next one runs")
       ->check(CLI::Range(1, 1 << 20));
+  command->add_flag("--update_in_backward", flags.update_in_backward,
+                    "(with --optimizer) each parameter's update may run as "
+                    "soon as its gradient is complete, freeing it; needs "
+                    "gradients that name their parameter (Tensor.gradient_of)");
 }
 
 void AddRoundingFlag(CLI::App* command, EchoctlFlags& flags) {

@@ -267,6 +267,8 @@ absl::StatusOr<Graph> GraphBuilder::Build() && {
   graph.tensor_index_.reserve(tensors_.size());
   std::vector<bool> role_set;
   role_set.reserve(tensors_.size());
+  std::vector<std::string> gradient_of;
+  gradient_of.reserve(tensors_.size());
   for (TensorSpec& spec : tensors_) {
     RETURN_IF_ERROR(CheckTensorLimits(spec, graph.tensors_.size()));
     if (spec.id.empty()) {
@@ -305,6 +307,7 @@ absl::StatusOr<Graph> GraphBuilder::Build() && {
     tensor.is_output = spec.is_output;
     tensor.batch_dim = spec.batch_dim;
     role_set.push_back(spec.role_set);
+    gradient_of.push_back(std::move(spec.gradient_of));
   }
 
   graph.ops_.reserve(ops_.size());
@@ -459,10 +462,28 @@ absl::StatusOr<Graph> GraphBuilder::Build() && {
     }
     total_bytes += tensor.size_bytes;
   }
+  for (TensorIndex t = 0; t < graph.num_tensors(); ++t) {
+    if (gradient_of[t].empty()) continue;
+    Tensor& tensor = graph.tensors_[t];
+    const TensorIndex parameter = graph.FindTensor(gradient_of[t]);
+    if (parameter < 0 ||
+        graph.tensors_[parameter].role != TensorRole::kParameter) {
+      return TensorError(
+          tensor.id, absl::StrCat("gradient_of names '",
+                                  ShortId(gradient_of[t]), "', which is not ",
+                                  parameter < 0 ? "a tensor of the graph"
+                                                : "a PARAMETER tensor"));
+    }
+    if (tensor.role != TensorRole::kGradient) {
+      return TensorError(tensor.id,
+                         "has gradient_of but its role is not GRADIENT");
+    }
+    tensor.gradient_of = parameter;
+  }
   return graph;
 }
 
-TensorSpec SpecOf(const Tensor& tensor) {
+TensorSpec SpecOf(const Graph& graph, const Tensor& tensor) {
   TensorSpec spec;
   spec.id = tensor.id;
   spec.name = tensor.name;
@@ -473,6 +494,9 @@ TensorSpec SpecOf(const Tensor& tensor) {
   spec.role = tensor.role;
   spec.is_output = tensor.is_output;
   spec.batch_dim = tensor.batch_dim;
+  if (tensor.gradient_of != kNoTensor) {
+    spec.gradient_of = graph.tensor(tensor.gradient_of).id;
+  }
   return spec;
 }
 

@@ -70,6 +70,7 @@ inline bool IsPersistentRole(TensorRole role) {
 using TensorIndex = int32_t;
 using OpIndex = int32_t;
 inline constexpr OpIndex kNoOp = -1;
+inline constexpr TensorIndex kNoTensor = -1;
 
 struct Tensor {
   std::string id;
@@ -88,6 +89,10 @@ struct Tensor {
   std::vector<OpIndex> readers;  // ascending, each op once
   // A re-execution of the producer makes it (Graph::RemadeOnRecompute).
   bool remade_on_recompute = false;
+  // For a gradient, the parameter it updates when the client names it
+  // (a kParameter tensor): the optimizer's update may then run in the
+  // backward (optimizer_step.h).
+  TensorIndex gradient_of = kNoTensor;
 };
 
 struct Op {
@@ -205,6 +210,8 @@ struct TensorSpec {
   bool is_output = false;
   // As Tensor::batch_dim.
   int32_t batch_dim = -1;
+  // As Tensor::gradient_of: the parameter's id, or empty.
+  std::string gradient_of;
 };
 
 struct OpSpec {
@@ -228,7 +235,7 @@ struct OpSpec {
 
 // The declarations a built tensor or op came from (ids, not indices), for
 // passes that build a new graph from an old one (chunk_rewrite.h).
-TensorSpec SpecOf(const Tensor& tensor);
+TensorSpec SpecOf(const Graph& graph, const Tensor& tensor);
 OpSpec SpecOf(const Graph& graph, const Op& op);
 
 // Collects specs, then validates and resolves them into a Graph. Errors name

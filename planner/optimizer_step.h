@@ -39,8 +39,14 @@ inline constexpr char kOptimizerImplementationKey[] =
 // "true": gradients are held across the step (OptimizerSpec below).
 inline constexpr char kOptimizerHoldsGradientsKey[] =
     "echo.optimizer.holds_gradients";
+// "true": each parameter's update may run in the backward (OptimizerSpec).
+inline constexpr char kOptimizerUpdateInBackwardKey[] =
+    "echo.optimizer.update_in_backward";
 // The step op's id and type.
 inline constexpr char kOptimizerStepOpId[] = "echo.optimizer_step";
+// The type of the ops that apply one parameter's update in the backward
+// (ids: "echo.update_in_backward:<gradient id>").
+inline constexpr char kUpdateInBackwardOpType[] = "echo.update_in_backward";
 // The type of the ops that add a new gradient into its held one (their ids:
 // "echo.accumulate_gradient:<gradient id>"). Ops echod adds have ids that
 // start with "echo.": the client runs them itself (optimizer.step(),
@@ -68,6 +74,16 @@ struct OptimizerSpec {
   // iteration, and an op right after its producer that adds it in and frees
   // it.
   bool holds_gradients = false;
+  // The client may apply each parameter's update as soon as its gradient is
+  // complete and free the gradient there (one backward per step, gradients
+  // untouched before the step). Each gradient that names its parameter
+  // (Tensor::gradient_of) then gets an op after the last reader of the
+  // gradient and of the parameter (whose update would change what a later
+  // reader sees) that reads both and the parameter's state, with that
+  // parameter's share of the step's temporaries; the gradient is no longer
+  // an output, so it is freed there. AddOptimizerStep keeps this only where
+  // it does not raise the plain peak. Not valid with holds_gradients.
+  bool update_in_backward = false;
 };
 
 // The names the metadata uses ("adamw", "foreach", ...).
@@ -88,6 +104,13 @@ struct OptimizerStepSummary {
   int64_t temporary_bytes = 0;  // the step's workspace
   int32_t state_tensors = 0;
   int64_t held_gradient_bytes = 0;  // with holds_gradients
+  // With update_in_backward: the gradients whose update runs in the
+  // backward (0 where that would raise the peak), of those the graph
+  // outputs, and the plain peaks with the updates there and at the end.
+  int32_t updated_in_backward = 0;
+  int32_t gradients = 0;
+  int64_t in_backward_peak_bytes = 0;
+  int64_t at_end_peak_bytes = 0;
 };
 
 // `graph` with the optimizer's state and step added (OptimizerOf must name

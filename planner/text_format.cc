@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -165,7 +166,7 @@ absl::Status ParseTensorLine(const std::vector<absl::string_view>& words,
                              GraphBuilder& builder) {
   if (words.size() < 3) {
     return absl::InvalidArgumentError(
-        "expected 'tensor <id> <size> [role] [output]'");
+        "expected 'tensor <id> <size> [role] [output] [gradient_of=<id>]'");
   }
   TensorSpec spec;
   spec.id = std::string(words[1]);
@@ -173,6 +174,10 @@ absl::Status ParseTensorLine(const std::vector<absl::string_view>& words,
   for (size_t i = 3; i < words.size(); ++i) {
     if (words[i] == "output") {
       spec.is_output = true;
+      continue;
+    }
+    if (absl::StartsWith(words[i], "gradient_of=")) {
+      spec.gradient_of = std::string(words[i].substr(12));
       continue;
     }
     ASSIGN_OR_RETURN(spec.role, ParseTensorRole(words[i]));

@@ -4,6 +4,7 @@
 //   batch 32                          # optional: the graph's batch size
 //   tensor x f32[B,128] input         # id, size (bytes or dtype[shape]), role
 //   tensor w 65536 parameter
+//   tensor gw 65536 gradient gradient_of=w   # the parameter it updates
 //   op fc fwd gemm x w -> h:f32[32,128] cost=2 flops=1e6
 //   op relu fwd elementwise h -> a:16384
 //   op relu_bw bwd elementwise a g -> gh:16384 norecompute

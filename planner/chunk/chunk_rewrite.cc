@@ -352,7 +352,7 @@ absl::StatusOr<ChunkedGraph> ChunkGraph(const Graph& graph,
     result.steps.push_back(step);
   }
   for (TensorIndex t = 0; t < graph.num_tensors(); ++t) {
-    if (!dropped.count(t)) builder.AddTensor(SpecOf(graph.tensor(t)));
+    if (!dropped.count(t)) builder.AddTensor(SpecOf(graph, graph.tensor(t)));
   }
   for (OpIndex o = 0; o < graph.num_ops(); ++o) {
     if (auto it = forward_at.find(o); it != forward_at.end()) {

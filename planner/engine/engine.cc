@@ -24,6 +24,27 @@ absl::Status AddTimeline(const planner::Graph& graph,
   return absl::OkStatus();
 }
 
+// What update_in_backward did, for the iteration's words.
+std::string InBackwardWords(const planner::OptimizerStepSummary& added) {
+  if (added.updated_in_backward > 0) {
+    return absl::StrCat(", updates in the backward for ",
+                        added.updated_in_backward, " of ", added.gradients,
+                        " gradients (plain peak ",
+                        planner::HumanBytes(added.in_backward_peak_bytes), ", ",
+                        planner::HumanBytes(added.at_end_peak_bytes),
+                        " with the step at the end)");
+  }
+  if (added.in_backward_peak_bytes == 0) {
+    return ", no update in the backward: no gradient names its parameter "
+           "(Tensor.gradient_of)";
+  }
+  return absl::StrCat(
+      ", no update in the backward: it would raise the plain "
+      "peak from ",
+      planner::HumanBytes(added.at_end_peak_bytes), " to ",
+      planner::HumanBytes(added.in_backward_peak_bytes));
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> WithIteration(
@@ -58,7 +79,8 @@ absl::StatusOr<std::string> WithIteration(
       optimizer->holds_gradients
           ? absl::StrCat(", gradients held across micro-batches ",
                          planner::HumanBytes(added.held_gradient_bytes))
-          : std::string());
+          : std::string(),
+      optimizer->update_in_backward ? InBackwardWords(added) : std::string());
 }
 
 absl::StatusOr<PricedGraph> PriceGraph(

@@ -2,7 +2,8 @@
 """The whole iteration (issue 45): predicted against measured peaks of the
 training loops people run, and the largest batch with the optimizer counted.
 
-  build/venv/bin/python tests/python/bench_iteration.py [--part loops|max_batch|real|all]
+  build/venv/bin/python tests/python/bench_iteration.py
+      [--part loops|max_batch|real|in_backward|all]
       [--server HOST:PORT] [--max_batch_models gpt2-124m,bert-base,llama-1b,vit-base]
 
 loops: a GPT-2 (256 wide, 4 layers, 4 heads, vocabulary 8192, batch 8 x 256,
@@ -29,6 +30,12 @@ measured) at the real sizes of max_batch on this CPU, at --real_batch
 (default 2; Llama-1B is left out by default: bf16 matmuls on this CPU take
 minutes per iteration).
 
+in_backward: `optimize(..., update_in_backward=True)` against the step at
+the end and eager (AdamW foreach), at the loops' size and on GPT-2 124M at
+batch 1 x --in_backward_sequence (default 128): peaks measured and
+predicted, the parameters' distance from Echo's with the step at the end,
+and the median of three steady steps' seconds.
+
 Without --server it starts build/bin/echod (or $ECHO_ECHOD) on a free port.
 """
 import argparse
@@ -42,21 +49,20 @@ import transformers
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import servers  # noqa: E402
-from test_iteration import LOOPS, _iterate  # noqa: E402
+from test_iteration import LOOPS, _iterate, gpt2_config  # noqa: E402
 
 import echo_torch  # noqa: E402
 from echo_torch import optimize, report  # noqa: E402
 from echo_torch.proto import graph_pb2  # noqa: E402
 
 MIB = 1 << 20
+# The issue's GPT-2: 256 wide, 4 layers, vocabulary 8192 (batch 8 x 256).
+_ISSUE_SIZE = gpt2_config(vocab_size=8192, n_layer=4, n_embd=256, n_head=4, n_positions=256)
 
 
 def loops(server):
     torch.manual_seed(0)
-    config = transformers.GPT2Config(vocab_size=8192, n_layer=4, n_embd=256, n_head=4,
-                                     n_positions=256, resid_pdrop=0.0, embd_pdrop=0.0,
-                                     attn_pdrop=0.0)
-    base = transformers.GPT2LMHeadModel(config).train()
+    base = transformers.GPT2LMHeadModel(_ISSUE_SIZE).train()
     ids = torch.randint(0, 8192, (8, 256))
     print("| loop | eager peak | baseline predicted | Echo peak | Echo predicted | "
           "at the planned peak | max abs Δ parameters vs eager | seconds |")
@@ -221,6 +227,51 @@ def real(server, names, batch):
               f"{time.perf_counter() - start:.0f} |", flush=True)
 
 
+def in_backward(server, sequence: int):
+    """The update in the backward against the step at the end: GPT-2 at the
+    loops' size (activations make the peak) and GPT-2 124M at batch 1 x
+    `sequence` (weights, gradients and AdamW's state make it), AdamW
+    foreach; three iterations, the third measured, then the median of three
+    more steps' seconds."""
+    print("| model | loop | measured peak | predicted | at the planned peak | "
+          "max abs Δ parameters vs Echo | step seconds (median of 3) |")
+    print("|---|---|---|---|---|---|---|")
+    cases = [("GPT-2 256x4, 8 x 256", _ISSUE_SIZE, 8, 256),
+             (f"GPT-2 124M, 1 x {sequence}", gpt2_config(), 1, sequence)]
+    loop = LOOPS["adamw (foreach)"]
+    for label, config, batch, length in cases:
+        torch.manual_seed(0)
+        base = transformers.GPT2LMHeadModel(config).train()
+        ids = torch.randint(0, config.vocab_size, (batch, length))
+        reference = None
+        for name, moved in (("eager", None), ("Echo", False),
+                            ("Echo, updates in the backward", True)):
+            model = copy.deepcopy(base)
+            opt = loop.optimizer(model.parameters())
+            forward = model if moved is None else optimize(
+                model, server=server, plan_cache=False, on_error="raise", optimizer=opt,
+                update_in_backward=moved)
+            measured = _iterate(model, forward, opt, ids, loop)
+            seconds = []
+            for _ in range(3):
+                start = time.perf_counter()
+                forward(input_ids=ids, labels=ids).loss.backward()
+                opt.step()
+                opt.zero_grad()
+                seconds.append(time.perf_counter() - start)
+            if moved is None:
+                print(f"| {label} | {name} | {measured / MIB:.1f} MiB | | | | "
+                      f"{sorted(seconds)[1]:.3f} |", flush=True)
+                continue
+            rep = report(forward)
+            delta = f"{_max_delta(model, reference):.1e}" if reference is not None else ""
+            reference = reference or model
+            print(f"| {label} | {name} | {measured / MIB:.1f} MiB | "
+                  f"{rep.planned_peak_bytes / MIB:.1f} MiB "
+                  f"({100 * (rep.planned_peak_bytes / measured - 1):+.3f}%) | {rep.peak_op}: "
+                  f"{_breakdown(rep, 1)} MiB | {delta} | {sorted(seconds)[1]:.3f} |", flush=True)
+
+
 class _Call:
     """forward(input_ids=..., labels=...) as _iterate calls it, with the
     model's own inputs (what _iterate passes is the list of them)."""
@@ -234,7 +285,9 @@ class _Call:
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--part", choices=["loops", "max_batch", "real", "all"], default="all")
+    parser.add_argument("--part", choices=["loops", "max_batch", "real", "in_backward", "all"],
+                        default="all")
+    parser.add_argument("--in_backward_sequence", type=int, default=128)
     parser.add_argument("--real_models", default="gpt2-124m,bert-base,vit-base")
     parser.add_argument("--real_batch", type=int, default=2)
     parser.add_argument("--server")
@@ -248,6 +301,8 @@ def main():
             max_batch(echod.address, args.max_batch_models.split(","))
         if args.part in ("real", "all"):
             real(echod.address, args.real_models.split(","), args.real_batch)
+        if args.part in ("in_backward", "all"):
+            in_backward(echod.address, args.in_backward_sequence)
 
 
 class _Given:

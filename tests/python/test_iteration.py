@@ -13,7 +13,10 @@ iteration's, the report's baseline is within 1% of the eager iteration's
 peak, the breakdown at the peak sums to it, the parameters after three
 iterations are eager's, and the report says the optimizer's state (and,
 where gradients are held, them) is in. Without optimizer= the report says
-that it is not.
+that it is not. With update_in_backward=True, the updates run in the
+backward from the second iteration on (and lower the peak where gradients
+and the step's temporaries make it), and a loop that clips or accumulates
+gradients is refused with a warning, or stopped once the updates ran.
 
 Skipped, with the reason, without echod or transformers.
 """
@@ -41,6 +44,8 @@ class Loop:
     autocast: bool = False  # bf16 autocast around the forward
     micro_batches: int = 1  # gradient accumulation
     set_to_none: bool = True  # zero_grad's
+    update_in_backward: bool = False  # optimize(update_in_backward=True)
+    clip: bool = False  # clip_grad_norm_ between backward and step
 
 
 LOOPS = {
@@ -53,13 +58,21 @@ LOOPS = {
         lambda params: torch.optim.AdamW(params, lr=1e-3, foreach=True), micro_batches=2),
     "sgd momentum, zero_grad(set_to_none=False)": Loop(
         lambda params: torch.optim.SGD(params, lr=1e-3, momentum=0.9), set_to_none=False),
+    "adamw (foreach), updates in the backward": Loop(
+        lambda params: torch.optim.AdamW(params, lr=1e-3, foreach=True),
+        update_in_backward=True),
 }
 
 
+def gpt2_config(**sizes):
+    """A GPT-2 config with dropout off (eager and the plan draw nothing);
+    `sizes` (vocab_size, n_layer, n_embd, ...) over GPT-2 124M's."""
+    return transformers.GPT2Config(resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+                                   **sizes)
+
+
 def _gpt2():
-    config = transformers.GPT2Config(vocab_size=1024, n_layer=2, n_embd=64, n_head=4,
-                                     n_positions=64, resid_pdrop=0.0, embd_pdrop=0.0,
-                                     attn_pdrop=0.0)
+    config = gpt2_config(vocab_size=1024, n_layer=2, n_embd=64, n_head=4, n_positions=64)
     return transformers.GPT2LMHeadModel(config).train()
 
 
@@ -72,6 +85,8 @@ def _iterate(model, forward, optimizer, ids, loop: Loop):
                 out = forward(input_ids=ids, labels=ids)
             (out.loss / loop.micro_batches).backward()
             del out
+        if loop.clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 0.01)
         optimizer.step()
         optimizer.zero_grad(set_to_none=loop.set_to_none)
 
@@ -109,7 +124,8 @@ class IterationTest(unittest.TestCase):
                 model = copy.deepcopy(base)
                 opt = loop.optimizer(model.parameters())
                 wrapped = optimize(model, server=self.echod.address, plan_cache=False,
-                                   on_error="raise", optimizer=opt)
+                                   on_error="raise", optimizer=opt,
+                                   update_in_backward=loop.update_in_backward)
                 measured = _iterate(model, wrapped, opt, ids, loop)
                 rep = report(wrapped)
                 error = rep.planned_peak_bytes / measured - 1
@@ -122,6 +138,8 @@ class IterationTest(unittest.TestCase):
                 self.assertIn("optimizer state", rep.iteration)
                 held = loop.micro_batches > 1 or not loop.set_to_none
                 self.assertEqual("gradients held" in rep.iteration, held)
+                self.assertEqual("updates in the backward for" in rep.iteration,
+                                 loop.update_in_backward)
                 self.assertLess(abs(error), 0.01)
                 self.assertLess(abs(baseline_error), 0.01)
                 self.assertLess(measured, eager)
@@ -132,6 +150,76 @@ class IterationTest(unittest.TestCase):
                 self.assertIn("at the planned peak", str(rep))
                 for got, want in zip(model.parameters(), eager_model.parameters()):
                     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+
+    def test_updates_in_the_backward_lower_the_peak_where_gradients_dominate(self):
+        # A wide model on a small batch: the plain iteration peaks at the
+        # step, with every gradient and the foreach temporaries live.
+        torch.manual_seed(0)
+        config = gpt2_config(vocab_size=4096, n_layer=2, n_embd=256, n_head=4,
+                             n_positions=16)
+        base = transformers.GPT2LMHeadModel(config).train()
+        ids = torch.randint(0, 4096, (1, 16))
+        loop = LOOPS["adamw (foreach), updates in the backward"]
+        peaks = {}
+        for moved in (False, True):
+            model = copy.deepcopy(base)
+            opt = loop.optimizer(model.parameters())
+            wrapped = optimize(model, server=self.echod.address, plan_cache=False,
+                               on_error="raise", optimizer=opt, update_in_backward=moved)
+            measured = _iterate(model, wrapped, opt, ids, loop)
+            rep = report(wrapped)
+            peaks[moved] = measured
+            _log(f"[updates in the backward: {moved}] measured {measured:,}, predicted "
+                 f"{rep.planned_peak_bytes:,}; {rep.iteration}")
+            self.assertLess(abs(rep.planned_peak_bytes / measured - 1), 0.01)
+            self.assertEqual("updates in the backward for" in rep.iteration, moved)
+            if moved:
+                reference = model
+            else:
+                plain = model
+        # Gradients and the step's temporaries are gone from the peak.
+        self.assertLess(peaks[True], 0.9 * peaks[False])
+        for got, want in zip(reference.parameters(), plain.parameters()):
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+
+    def test_updates_in_the_backward_are_refused_where_the_loop_needs_gradients(self):
+        torch.manual_seed(0)
+        base = _gpt2()
+        ids = torch.randint(0, 1024, (2, 32))
+        for name, loop in {
+                "clipping": Loop(LOOPS["adamw (for-loop)"].optimizer, clip=True,
+                                 update_in_backward=True),
+                "accumulation": Loop(LOOPS["adamw (for-loop)"].optimizer, micro_batches=2,
+                                     update_in_backward=True)}.items():
+            with self.subTest(name):
+                eager_model = copy.deepcopy(base)
+                _iterate(eager_model, eager_model,
+                         loop.optimizer(eager_model.parameters()), ids, loop)
+                model = copy.deepcopy(base)
+                opt = loop.optimizer(model.parameters())
+                wrapped = optimize(model, server=self.echod.address, plan_cache=False,
+                                   on_error="raise", optimizer=opt, update_in_backward=True)
+                with self.assertWarnsRegex(RuntimeWarning, "no update in the backward"):
+                    _iterate(model, wrapped, opt, ids, loop)
+                self.assertNotIn("updates in the backward for", report(wrapped).iteration)
+                for got, want in zip(model.parameters(), eager_model.parameters()):
+                    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+        # Accumulation that starts once the updates run in the backward: the
+        # first micro-batch's update is applied, so the second stops it.
+        model = copy.deepcopy(base)
+        opt = torch.optim.AdamW(model.parameters())
+        wrapped = optimize(model, server=self.echod.address, plan_cache=False,
+                           on_error="raise", optimizer=opt, update_in_backward=True)
+        for _ in range(2):
+            wrapped(input_ids=ids, labels=ids).loss.backward()
+            opt.step()
+            opt.zero_grad()
+        wrapped(input_ids=ids, labels=ids).loss.backward()
+        self.assertIsNone(next(model.parameters()).grad)
+        with self.assertRaisesRegex(RuntimeError, "accumulation needs update_in_backward"):
+            wrapped(input_ids=ids, labels=ids)
+        with self.assertRaisesRegex(ValueError, "needs optimizer="):
+            optimize(model, server=self.echod.address, update_in_backward=True)
 
     def test_without_an_optimizer_the_report_says_it_is_not_counted(self):
         torch.manual_seed(0)

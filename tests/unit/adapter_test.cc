@@ -17,6 +17,7 @@
 #include "planner/checkmate_import.h"
 #include "planner/device_catalog.h"
 #include "planner/memory_simulator.h"
+#include "planner/optimizer_step.h"
 #include "planner/text_format.h"
 #include "test_util.h"
 
@@ -255,11 +256,12 @@ TEST(GraphToProtoTest, KeepsWhatTheFixturesLeaveOut) {
     tensor x f32[B,8] input
     tensor w bf16[8,8] parameter
     tensor m 256 optimizer_state
+    tensor gw bf16[8,8] gradient gradient_of=w
     op mm fwd gemm x w x -> h:f32[B,8] flops=1e6 ws=4096 time=0.5 on=a100-80gb type=aten::mm name=fc1
     op bn fwd norm h -> y:f32[B,8] s:64*B recompute_outputs=1 cost=2
     op drop fwd random y -> d:f32[B,8] recompute
     op loss fwd reduction d -> l:f32[1] norecompute
-    op grad bwd gemm l h w -> gw:bf16[8,8]
+    op grad bwd gemm l h w -> gw
     op step opt elementwise w gw m -> w2:bf16[8,8]
     output l
   )";
@@ -287,6 +289,25 @@ TEST(GraphToProtoTest, KeepsWhatTheFixturesLeaveOut) {
   EXPECT_TRUE(proto.ops(2).recomputable());  // RANDOM, asked for
   EXPECT_FALSE(proto.ops(3).recomputable());
   EXPECT_EQ(proto.ops(5).phase(), v1::PHASE_OPTIMIZER);
+  EXPECT_EQ(proto.tensors(3).gradient_of(), "w");
+  EXPECT_EQ(graph.tensor(graph.FindTensor("gw")).gradient_of,
+            graph.FindTensor("w"));
+}
+
+TEST(GraphFromProtoTest, UpdateInTheBackwardNeedsAnOptimizer) {
+  ASSERT_OK_AND_ASSIGN(
+      planner::GraphBuilder specs,
+      planner::ParseTextGraphSpecs("tensor w f32[4] parameter\n"
+                                   "op f bwd other w -> g:f32[4]\n"));
+  ASSERT_OK_AND_ASSIGN(v1::Graph proto, GraphSpecsToProto(specs));
+  proto.mutable_optimizer()->set_update_in_backward(true);
+  EXPECT_THAT(std::string(GraphFromProto(proto).status().message()),
+              HasSubstr("graph.optimizer.update_in_backward is set but "
+                        "graph.optimizer.kind is not"));
+  proto.mutable_optimizer()->set_kind(v1::OPTIMIZER_KIND_ADAMW);
+  ASSERT_OK_AND_ASSIGN(const planner::Graph graph, GraphFromProto(proto));
+  EXPECT_EQ(graph.metadata().at(planner::kOptimizerUpdateInBackwardKey),
+            "true");
 }
 
 // The scheduler requests' chunking means what the plan request's does:

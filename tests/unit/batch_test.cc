@@ -150,7 +150,10 @@ TEST(BatchTest, BadBatchDimensionsAreNamed) {
   // A batch dim whose size is not the graph's batch.
   GraphBuilder builder("g");
   builder.SetBatchSize(4);
-  TensorSpec x{"x", "", {3, 8}, DType::kFloat32};
+  TensorSpec x;
+  x.id = "x";
+  x.shape = {3, 8};
+  x.dtype = DType::kFloat32;
   x.batch_dim = 0;
   builder.AddTensor(x);
   OpSpec op;
@@ -176,7 +179,10 @@ TEST(BatchTest, BadBatchDimensionsAreNamed) {
 
   GraphBuilder outside("g");
   outside.SetBatchSize(4);
-  TensorSpec y{"y", "", {4}, DType::kFloat32};
+  TensorSpec y;
+  y.id = "y";
+  y.shape = {4};
+  y.dtype = DType::kFloat32;
   y.batch_dim = 1;
   outside.AddTensor(y);
   outside.AddOp(op);

@@ -169,5 +169,112 @@ TEST(OptimizerStepTest, HeldGradientsValueMustBeTrueOrFalse) {
   EXPECT_THAT(status.message(), HasSubstr("'2'; known: true, false"));
 }
 
+// w2's gradient is made before the backward's last read of w2 (dh), so its
+// update waits for that read; w1's runs right after its gradient's op.
+constexpr char kInBackward[] = R"(
+graph two
+tensor x f32[256] input
+tensor w1 f32[1024] parameter
+tensor w2 f32[1024] parameter
+tensor gw1 f32[1024] gradient output gradient_of=w1
+tensor gw2 f32[1024] gradient output gradient_of=w2
+op f1 fwd gemm x w1 -> h:f32[256]
+op f2 fwd gemm h w2 -> y:f32[256]
+op g2 bwd gemm y h -> gw2
+op gh bwd gemm y w2 -> dh:f32[256]
+op g1 bwd gemm dh x -> gw1
+)";
+
+std::vector<std::string> OpIds(const Graph& graph) {
+  std::vector<std::string> ids;
+  for (OpIndex o = 0; o < graph.num_ops(); ++o) ids.push_back(graph.op(o).id);
+  return ids;
+}
+
+TEST(OptimizerStepTest, UpdatesInTheBackwardFreeEachGradientAfterItsLastReads) {
+  const Graph graph = WithMetadata(
+      kInBackward,
+      {{kOptimizerKey, "adamw"}, {kOptimizerUpdateInBackwardKey, "true"}});
+  ASSERT_OK_AND_ASSIGN(const std::optional<OptimizerSpec> adamw,
+                       OptimizerOf(graph));
+  ASSERT_TRUE(adamw->update_in_backward);
+  constexpr int64_t kState = 2 * (2 * 4096 + 4);  // both parameters'
+  OptimizerStepSummary added;
+  ASSERT_OK_AND_ASSIGN(const Graph iteration,
+                       AddOptimizerStep(graph, *adamw, &added));
+  EXPECT_THAT(OpIds(iteration),
+              ::testing::ElementsAre(
+                  "f1", "f2", "g2", "gh", "echo.update_in_backward:gw2", "g1",
+                  "echo.update_in_backward:gw1", kOptimizerStepOpId));
+  EXPECT_EQ(added.updated_in_backward, 2);
+  EXPECT_EQ(added.gradients, 2);
+  // The step at the end: weights, both gradients, the state and the
+  // foreach sqrt list of both.
+  EXPECT_EQ(added.at_end_peak_bytes, 2 * 4096 + 2 * 4096 + kState + 2 * 4096);
+  // At gw2's update: x, dh, gw2, the weights, the state and one sqrt.
+  EXPECT_EQ(added.in_backward_peak_bytes,
+            1024 + 1024 + 4096 + 2 * 4096 + kState + 4096);
+  const SimulationResult plain = SimulatePlain(iteration);
+  EXPECT_EQ(plain.peak_bytes, added.in_backward_peak_bytes);
+  EXPECT_EQ(iteration.op(plain.peak_op).id, "echo.update_in_backward:gw2");
+  // Nothing is left for the step's temporaries.
+  EXPECT_EQ(added.temporary_bytes, 0);
+  EXPECT_FALSE(iteration.tensor(iteration.FindTensor("gw1")).is_output);
+}
+
+TEST(OptimizerStepTest, NoUpdateInTheBackwardWhereItWouldRaiseThePeak) {
+  // gw's update would run while x and y wait for h, its sqrt on top: the
+  // step at the end peaks lower.
+  const Graph graph = WithMetadata(
+      R"(
+graph late
+tensor x f32[4096] input
+tensor w f32[1024] parameter
+tensor gw f32[1024] gradient output gradient_of=w
+op f fwd gemm x w -> y:f32[4096]
+op g bwd gemm y x -> gw
+op h bwd gemm y x -> z:f32[1]
+output z
+)",
+      {{kOptimizerKey, "adam"}, {kOptimizerUpdateInBackwardKey, "true"}});
+  ASSERT_OK_AND_ASSIGN(const std::optional<OptimizerSpec> adam,
+                       OptimizerOf(graph));
+  OptimizerStepSummary added;
+  ASSERT_OK_AND_ASSIGN(const Graph iteration,
+                       AddOptimizerStep(graph, *adam, &added));
+  EXPECT_EQ(added.updated_in_backward, 0);
+  EXPECT_EQ(added.at_end_peak_bytes, 2 * 16384 + 4 + 4096 + 4096 + 8196);
+  EXPECT_EQ(added.in_backward_peak_bytes, 2 * 16384 + 4096 * 3 + 8196);
+  EXPECT_THAT(OpIds(iteration),
+              ::testing::ElementsAre("f", "g", "h", kOptimizerStepOpId));
+}
+
+TEST(OptimizerStepTest, UpdateInTheBackwardIsRefusedWithHeldGradients) {
+  const absl::Status status =
+      OptimizerOf(
+          WithMetadata(kInBackward, {{kOptimizerKey, "sgd"},
+                                     {kOptimizerHoldsGradientsKey, "true"},
+                                     {kOptimizerUpdateInBackwardKey, "true"}}))
+          .status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("needs one backward per step"));
+}
+
+TEST(OptimizerStepTest, GradientOfMustNameAParameterFromAGradient) {
+  const auto error = [](const std::string& text) {
+    return std::string(ParseTextGraph(text).status().message());
+  };
+  EXPECT_THAT(error("tensor x f32[4] input\ntensor g f32[4] gradient output "
+                    "gradient_of=x\nop f bwd other x -> g\n"),
+              HasSubstr("tensor 'g': gradient_of names 'x', which is not a "
+                        "PARAMETER tensor"));
+  EXPECT_THAT(error("tensor w f32[4] parameter\ntensor g f32[4] gradient "
+                    "output gradient_of=v\nop f bwd other w -> g\n"),
+              HasSubstr("which is not a tensor of the graph"));
+  EXPECT_THAT(error("tensor w f32[4] parameter\ntensor g f32[4] output "
+                    "gradient_of=w\nop f bwd other w -> g\n"),
+              HasSubstr("has gradient_of but its role is not GRADIENT"));
+}
+
 }  // namespace
 }  // namespace echo::planner

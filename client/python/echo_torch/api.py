@@ -1,5 +1,6 @@
 """echo_torch.optimize, echo_torch.backend and echo_torch.report: the
 user-facing hook."""
+import inspect
 import time
 import warnings
 from typing import Dict, List, Optional
@@ -12,6 +13,7 @@ from echo_torch.client import ServerUnavailable, unavailable_message
 from echo_torch.convert import ConvertedGraph
 from echo_torch.log import logger
 from echo_torch.optimizer_spec import gradients_held
+from echo_torch.update_in_backward import LoopWatch, Updater
 from echo_torch.pipeline import InfeasibleWarning, PlannedGraph, PlanReport, plan_joint
 from echo_torch.compile_backend import (EchoBackend, _echo_backend_of, _warn_skipped_rnn,
                                         backend)
@@ -124,6 +126,36 @@ def unplanned_report(reason: str) -> PlanReport:
     return PlanReport(source="unplanned", ops=0, tensors=0, unplanned_reason=reason)
 
 
+# One EchoModule subclass per wrapped class (_wrapper_class).
+_WRAPPER_CLASSES: Dict[type, type] = {}
+
+
+def _wrapper_class(wrapped: type) -> type:
+    """The EchoModule subclass for modules of class `wrapped`: its forward
+    has `wrapped.forward`'s signature, so that callers that read it (Hugging
+    Face's Trainer picks the columns it passes and whether the model takes
+    loss kwargs from it) see the model, not (*args, **kwargs), and its
+    instances pass isinstance checks for `wrapped`."""
+    cls = _WRAPPER_CLASSES.get(wrapped)
+    if cls is None:
+        def forward(self, *args, **kwargs):
+            return self.run(*args, **kwargs)
+        try:
+            forward.__signature__ = inspect.signature(wrapped.forward)
+        except (TypeError, ValueError):
+            pass  # a forward inspect cannot read: (*args, **kwargs) then
+        forward.__doc__ = wrapped.forward.__doc__
+        name = f"EchoModule_{wrapped.__name__}"
+        # isinstance(wrapper, wrapped) holds, as for the model itself (the
+        # Trainer saves a PreTrainedModel with save_pretrained, which knows
+        # tied weights); type(wrapper) stays this class.
+        cls = type(name, (EchoModule,), {"forward": forward, "__module__": __name__,
+                                         "__qualname__": name,
+                                         "__class__": property(lambda self: wrapped)})
+        _WRAPPER_CLASSES[wrapped] = cls
+    return cls
+
+
 class EchoModule(nn.Module):
     """Runs `module` with forward/backward programs built from a plan.
 
@@ -141,7 +173,8 @@ class EchoModule(nn.Module):
 
     def __init__(self, module: nn.Module, planner, on_error: str = "fallback",
                  preflight=None, measure_workspace: bool = True,
-                 client_timing: bool = False, compiler: str = "eager"):
+                 client_timing: bool = False, compiler: str = "eager",
+                 update_in_backward: Optional[torch.optim.Optimizer] = None):
         super().__init__()
         if on_error not in ("fallback", "raise"):
             raise ValueError(f"on_error must be 'fallback' or 'raise', not {on_error!r}")
@@ -153,6 +186,14 @@ class EchoModule(nn.Module):
         # it starts with (optimizer_spec.gradients_held).
         options = getattr(planner, "options", None)
         self._counts_optimizer = getattr(options, "optimizer", None) is not None
+        # With update_in_backward=True: the loop it learns the loop from
+        # (update_in_backward.py); None without.
+        self._watch = None
+        if update_in_backward is not None:
+            if not self._counts_optimizer or compiler != "eager":
+                raise ValueError("echo_torch: update_in_backward needs optimizer= and "
+                                 "compiler='eager'")
+            self._watch = LoopWatch(update_in_backward, module)
         self._on_error = on_error
         self._preflight = preflight
         self._measure_workspace = measure_workspace
@@ -194,12 +235,39 @@ class EchoModule(nn.Module):
             return unplanned_report(self._last_unplanned)
         return self._last.planned.report if self._last and self._last.planned else None
 
+    def __new__(cls, module=None, *args, **kwargs):
+        if cls is EchoModule and isinstance(module, nn.Module):
+            cls = _wrapper_class(type(module))
+        return super().__new__(cls)
+
     def forward(self, *args, **kwargs):
+        return self.run(*args, **kwargs)
+
+    def __getattr__(self, name: str):
+        # The wrapper is the model to its callers: what it does not define
+        # (config, generate, save_pretrained, device, loss_type, ...) is the
+        # wrapped module's.
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            inner = self.__dict__.get("_modules", {}).get("module")
+            if inner is None or name.startswith("__"):
+                raise
+            return getattr(inner, name)
+
+    def run(self, *args, **kwargs):
+        """The training step planned, or the module itself for calls without
+        gradients (evaluation, generation)."""
         if (not torch.is_grad_enabled()
                 or not any(p.requires_grad for p in self.module.parameters())):
             return self.module(*args, **kwargs)
         held = self._counts_optimizer and gradients_held(self.module)
-        key = (_signature(args, kwargs, self.module.training), held)
+        mode = "held" if held else "fresh"
+        if self._watch is not None:
+            self._watch.on_training_step(held)
+            if not held and self._watch.ready():
+                mode = "in_backward"
+        key = (_signature(args, kwargs, self.module.training), mode)
         entry = self._entries.get(key)
         if entry is not None:
             self._last, self._last_unplanned = entry, None
@@ -214,7 +282,11 @@ class EchoModule(nn.Module):
         entry = _Entry()
         # A step that starts with gradients held (the second micro-batch on,
         # or after zero_grad(set_to_none=False)) is planned with them.
-        planner = self._planner.holding_gradients() if key[1] else self._planner
+        planner = self._planner
+        if key[1] == "held":
+            planner = planner.holding_gradients()
+        elif key[1] == "in_backward":
+            planner = planner.updating_in_backward()
 
         def partitioner(joint):
             entry.planned = plan_joint(joint, planner, self._measure_workspace,
@@ -242,6 +314,8 @@ class EchoModule(nn.Module):
             entry.fn = capture_lib.capture_module(self.module, partitioner, args, kwargs,
                                                   self._compiler)
             out = entry.fn(*args, **kwargs)
+            if key[1] == "in_backward":
+                self._update_in_backward(entry)
         except ServerUnavailable as error:  # falls back under either on_error
             return self._fall_back(key, _unavailable_reason(error, was_up), True, args,
                                    kwargs)
@@ -257,6 +331,19 @@ class EchoModule(nn.Module):
         self._entries[key] = entry
         self._last, self._last_unplanned = entry, None
         return out
+
+    def _update_in_backward(self, entry) -> None:
+        """Hands the gradients the plan updates in the backward to the
+        optimizer there (before this step's backward runs)."""
+        positions = entry.planned.updated_positions
+        if not positions:
+            return
+        names = entry.fn.layout.state_names
+        params = dict(self.module.named_parameters())
+        by_position = {i: params[names[i]] for i in positions
+                       if i < len(names) and names[i] in params}
+        entry.planned.programs.backward.updater = Updater(
+            self._watch.optimizer, by_position, self._watch.updated)
 
     def _fall_back(self, key, reason, retryable, args, kwargs):
         failure = self._failures.get(key)
@@ -280,7 +367,8 @@ def optimize(model: nn.Module, *, server: Optional[str] = None, policy: str = "A
              on_error: str = "fallback", measure_workspace: bool = True,
              client_timing: bool = False, plan_cache=True, planner=None,
              compiler: str = "eager", objective: str = "peak_bytes",
-             chunking: str = "auto", optimizer=None) -> EchoModule:
+             chunking: str = "auto", optimizer=None,
+             update_in_backward: bool = False) -> EchoModule:
     """Wraps `model` so that its training steps follow an echod recompute plan.
 
     server: "host:port" or "unix:///path" (default $ECHO_SERVER, else
@@ -312,6 +400,13 @@ def optimize(model: nn.Module, *, server: Optional[str] = None, policy: str = "A
     optimizer is not included. With an optimizer, a step that starts with
     gradients held (gradient accumulation's later micro-batches, or
     zero_grad(set_to_none=False)) is planned with them, once per signature.
+    update_in_backward: with optimizer=, apply each parameter's update in the
+    backward as soon as its gradient is complete and free the gradient
+    there, where echod finds that it lowers the peak (docs/pytorch.md). The
+    first iteration runs as planned without it and shows whether the loop
+    allows it: one backward per optimizer.step(), gradients untouched in
+    between (no clipping, unscaling, accumulation or data parallelism);
+    otherwise a warning says why and the step stays at the end.
     Wrapping an EchoModule again re-wraps its
     inner module.
     """
@@ -329,9 +424,13 @@ def optimize(model: nn.Module, *, server: Optional[str] = None, policy: str = "A
             server, policy, memory_limit_bytes, max_overhead_ratio, timeout_seconds, device,
             allocator_rounding_bytes, max_recompute_depth, solver_time_limit_seconds,
             plan_cache, on_cuda, objective, chunking, optimizer)
+    if update_in_backward and optimizer is None:
+        raise ValueError("echo_torch: update_in_backward=True needs optimizer= (the "
+                         "optimizer whose updates run in the backward)")
     return EchoModule(model, planner, on_error=on_error, preflight=preflight,
                       measure_workspace=measure_workspace, client_timing=client_timing,
-                      compiler=compiler)
+                      compiler=compiler,
+                      update_in_backward=optimizer if update_in_backward else None)
 
 
 def report(model) -> Optional[PlanReport]:

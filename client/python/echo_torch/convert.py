@@ -31,6 +31,7 @@ autograd engine, through the whole backward, so all three are is_output
 (live to the end). Parameter gradients are is_output with role
 GRADIENT.
 """
+import collections
 import dataclasses
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -259,6 +260,7 @@ class _Converter:
             self.mark_output(node)
         for node in bwd_outputs:
             self.mark_output(node, _pb.TENSOR_ROLE_GRADIENT)
+        self.name_gradients(bwd_outputs)
 
         tensors, tensor_of = self.tensors, self.tensor_of
         mark_batch_dim(graph, [tensors[t] for t in self.order],
@@ -274,6 +276,20 @@ class _Converter:
             tangent_nodes=self.tangent_nodes, fwd_outputs=fwd_outputs,
             bwd_outputs=bwd_outputs, first_backward_op=first_backward_op,
             unused_tangents=[tensor_of[n] for n in self.tangent_nodes if n in self.unused])
+
+    def name_gradients(self, bwd_outputs):
+        """Tensor.gradient_of: each parameter's gradient names it (echod may
+        then apply its update in the backward). The backward's outputs are
+        the primals' gradients, in order; a tensor that is the gradient of
+        two primals names neither."""
+        if len(bwd_outputs) != len(self.primal_nodes):
+            return
+        tids = [self.tensor_of.get(n) if n is not None else None for n in bwd_outputs]
+        count = collections.Counter(tids)
+        for tid, primal, info in zip(tids, self.primal_nodes, self.joint.primals):
+            if (tid is not None and count[tid] == 1 and info.kind == ROLE_PARAMETER
+                    and self.tensors[tid].role == _pb.TENSOR_ROLE_GRADIENT):
+                self.tensors[tid].gradient_of = self.tensor_of[primal]
 
     def add_tensor(self, tid, name, meta, role, size=None):
         t = _pb.Tensor(id=tid, name=name, role=role)

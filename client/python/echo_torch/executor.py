@@ -136,12 +136,29 @@ class Program:
         else:
             args = list(call_args)
             del call_args
+        return self.run(args)
+
+    def run(self, args: list, updates: Optional[Dict[int, List[int]]] = None,
+            apply=None):
+        """Runs on `args` (a list, cleared). updates: {instruction index
+        (-1: before the first): output positions} whose value goes to
+        apply(position, value) right after that instruction instead of
+        being returned (update_in_backward.py)."""
+        outputs = list(self.outputs)
+
+        def hand_over(index):
+            for position in updates.get(index, ()):
+                apply(position, env.pop(outputs[position]))
+                outputs[position] = None
+
         env: Dict[int, Any] = dict(zip(self.inputs, args))
         if isinstance(args, list):
             args.clear()
         for s in self.unused_inputs:
             env.pop(s, None)
-        for instr in self.instrs:
+        if updates:
+            hand_over(-1)
+        for index, instr in enumerate(self.instrs):
             result = instr.target(*_fill(instr.args, env), **_fill(instr.kwargs, env))
             if isinstance(instr.out, list):
                 # A comprehension, not a loop: a loop variable would keep the
@@ -153,7 +170,9 @@ class Program:
             del result
             for s in instr.frees:
                 del env[s]
-        return [env[s] if s is not None else None for s in self.outputs]
+            if updates:
+                hand_over(index)
+        return [env[s] if s is not None else None for s in outputs]
 
     def __len__(self):
         return len(self.instrs)
@@ -294,18 +313,22 @@ class BackwardProgram(Program):
         self.required_missing = tuple(required_missing)
         self._variants: Dict[Tuple[int, ...], Program] = {}
         self._warned = False
+        # Applies parameters' updates in the backward (update_in_backward.py).
+        self.updater = None
 
     def __call__(self, *call_args):
         args = call_args[0] if len(call_args) == 1 and isinstance(call_args[0], list) \
             else list(call_args)
         missing = tuple(i for i, a in enumerate(args) if a is None)
         self._check_assumption(missing)
-        if not missing:
-            return super().__call__(args)
-        variant = self._variants.get(missing)
-        if variant is None:
-            variant = self._variants[missing] = without_inputs(self, missing, self.meta)
-        return variant(args)
+        program = self
+        if missing:
+            program = self._variants.get(missing)
+            if program is None:
+                program = self._variants[missing] = without_inputs(self, missing, self.meta)
+        if self.updater is None:
+            return program.run(args)
+        return program.run(args, *self.updater.plan(program, args))
 
     def _check_assumption(self, missing):
         if set(self.required_missing) - set(missing):

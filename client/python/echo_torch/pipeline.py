@@ -14,6 +14,7 @@ from echo_torch.convert import ConvertedGraph, JointGraph, convert
 from echo_torch.executor import Programs, build_programs
 from echo_torch.log import logger
 from echo_torch.planners import gpu_catalog_name
+from echo_torch.update_in_backward import updated_positions
 
 
 @dataclasses.dataclass
@@ -148,6 +149,9 @@ class PlannedGraph:
     converted: ConvertedGraph
     programs: Programs
     report: PlanReport
+    # The backward's outputs (gradients) the plan updates in the backward
+    # (update_in_backward.py).
+    updated_positions: List[int] = dataclasses.field(default_factory=list)
 
 
 def _forward_output_bytes(converted: ConvertedGraph) -> int:
@@ -281,7 +285,8 @@ def plan_joint(joint: JointGraph, planner, measure_workspace: bool = True,
                 ", cached" if plan.cached else "", seconds["plan"],
                 report.default_saved_bytes / 2**20, report.planned_saved_bytes / 2**20,
                 report.recompute_executions)
-    return PlannedGraph(converted, programs, report)
+    return PlannedGraph(converted, programs, report,
+                        updated_positions(converted, plan.response))
 
 
 class InfeasibleWarning:

@@ -12,6 +12,7 @@ from echo_torch.convert import ConvertedGraph
 from echo_torch.chunked import RegionRunner
 from echo_torch.executor import ChunkStep, PlanError
 from echo_torch.optimizer_spec import ECHOD_OP_PREFIX, holding_gradients
+from echo_torch.update_in_backward import updating_in_backward
 from echo_torch.plan_cache import PlanCache
 
 _pl = proto.planner_pb2
@@ -234,6 +235,13 @@ class ServerPlanner:
             return self
         options = dataclasses.replace(self.options,
                                       optimizer=holding_gradients(self.options.optimizer))
+        return ServerPlanner(self.client, options, self.cache)
+
+    def updating_in_backward(self) -> "ServerPlanner":
+        """This planner for steps whose updates may run in the backward
+        (update_in_backward.py)."""
+        options = dataclasses.replace(
+            self.options, optimizer=updating_in_backward(self.options.optimizer))
         return ServerPlanner(self.client, options, self.cache)
 
     def cache_key(self, converted: ConvertedGraph) -> Optional[str]:
