@@ -634,7 +634,7 @@ class CaptureLayoutTest(unittest.TestCase):
         self.assertEqual(report(wrapped).unused_output_gradients, [])
         (variant,) = wrapped.programs.backward._variants.values()
         made = [i for i in variant.instrs
-                if getattr(i.target, "__func__", None) is echo_torch.executor.SlotMeta.zeros]
+                if getattr(i.target, "__func__", None) is echo_torch.programs.SlotMeta.zeros]
         self.assertEqual(len(made), 1)
 
     def test_keywords_in_another_order_reuse_the_capture(self):

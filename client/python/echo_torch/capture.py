@@ -29,7 +29,7 @@ import torch.utils._pytree as pytree
 from echo_torch.convert import (JointGraph, PrimalInfo, ROLE_BUFFER, ROLE_INPUT,
                                 ROLE_PARAMETER)
 from echo_torch import chunked, dropout, hf_masks, ops
-from echo_torch.executor import is_echo_module, program_of
+from echo_torch.programs import is_echo_module, program_of
 from echo_torch.log import logger
 
 Partitioner = Callable[[JointGraph], Tuple[Callable, Callable]]

@@ -28,7 +28,8 @@ import torch
 import torch.fx as fx
 
 from echo_torch import ops, proto
-from echo_torch.executor import _map_leaves, _to_plain
+from echo_torch.executor import _to_plain
+from echo_torch.programs import _map_leaves
 
 _aten = torch.ops.aten
 _ELEMENTWISE = proto.graph_pb2.OP_CLASS_ELEMENTWISE

@@ -10,7 +10,8 @@ from echo_torch import proto
 from echo_torch.client import PlannerClient
 from echo_torch.convert import ConvertedGraph
 from echo_torch.chunked import RegionRunner
-from echo_torch.executor import ChunkStep, PlanError
+from echo_torch.executor import ChunkStep
+from echo_torch.programs import PlanError
 from echo_torch.optimizer_spec import ECHOD_OP_PREFIX, holding_gradients
 from echo_torch.update_in_backward import updating_in_backward
 from echo_torch.plan_cache import PlanCache

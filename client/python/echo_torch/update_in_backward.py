@@ -22,7 +22,7 @@ from typing import Callable, Dict, List, Optional
 import torch
 
 from echo_torch import ops, proto
-from echo_torch.executor import _slots_in
+from echo_torch.programs import _slots_in
 
 _g = proto.graph_pb2
 UPDATE_OP_PREFIX = "echo.update_in_backward:"
