@@ -140,6 +140,23 @@ std::vector<OpIndex> UpdatePlaces(const Graph& graph,
   return place;
 }
 
+// The parameters the optimizer holds state for: when some gradient names
+// its parameter (Tensor::gradient_of), the client has said which train, and
+// those no gradient names (frozen weights, buffers) have none, as torch's
+// optimizers make state only for parameters that get a gradient; else
+// every PARAMETER tensor.
+std::vector<bool> Trained(const Graph& graph) {
+  std::vector<bool> named(graph.num_tensors(), false);
+  bool any = false;
+  for (const Tensor& tensor : graph.tensors()) {
+    if (tensor.gradient_of == kNoTensor) continue;
+    named[tensor.gradient_of] = true;
+    any = true;
+  }
+  if (!any) named.assign(graph.num_tensors(), true);
+  return named;
+}
+
 // A parameter's optimizer state, as added to the graph.
 struct ParameterState {
   std::vector<std::string> state_ids;
@@ -201,6 +218,7 @@ absl::StatusOr<Graph> BuildIteration(const Graph& graph,
   step.recomputable = false;
   std::vector<ParameterState> states(graph.num_tensors());
   std::vector<bool> updated(graph.num_tensors(), false);  // by parameter
+  const std::vector<bool> trains = Trained(graph);
   for (TensorIndex t = 0; t < graph.num_tensors(); ++t) {
     const Tensor& tensor = graph.tensor(t);
     TensorSpec copy = SpecOf(graph, tensor);
@@ -212,11 +230,12 @@ absl::StatusOr<Graph> BuildIteration(const Graph& graph,
         updated[tensor.gradient_of] = true;
         ++added.updated_in_backward;
       }
-    } else if (tensor.role == TensorRole::kGradient && tensor.is_output) {
-      ++added.gradients;
+    } else if (tensor.role == TensorRole::kGradient && tensor.is_output &&
+               tensor.size_bytes > 0) {
+      ++added.gradients;  // a view (0 bytes) counts with its storage
     }
     builder.AddTensor(std::move(copy));
-    if (tensor.role != TensorRole::kParameter) continue;
+    if (tensor.role != TensorRole::kParameter || !trains[t]) continue;
     step.input_ids.push_back(tensor.id);
     const DType dtype = optimizer.state_dtype == DType::kUnspecified
                             ? tensor.dtype

@@ -6,8 +6,10 @@
 // with fp32 Adam holds 8 bytes of state per parameter beside its 4 of
 // weight and gradient).
 //
-// What is added, per parameter p (n elements), in the state dtype (the
-// parameter's own unless the metadata names one):
+// What is added, per parameter p (n elements) that trains (every PARAMETER
+// tensor, or, when some gradient names its parameter, those named: frozen
+// weights and buffers get no state), in the state dtype (the parameter's
+// own unless the metadata names one):
 //   sgd           nothing
 //   sgd_momentum  a momentum buffer (n)
 //   adam, adamw   exp_avg and exp_avg_sq (2n) and a step counter (a 0-dim
@@ -106,7 +108,8 @@ struct OptimizerStepSummary {
   int64_t held_gradient_bytes = 0;  // with holds_gradients
   // With update_in_backward: the gradients whose update runs in the
   // backward (0 where that would raise the peak), of those the graph
-  // outputs, and the plain peaks with the updates there and at the end.
+  // outputs (views, which own no bytes, not counted), and the plain peaks
+  // with the updates there and at the end.
   int32_t updated_in_backward = 0;
   int32_t gradients = 0;
   int64_t in_backward_peak_bytes = 0;

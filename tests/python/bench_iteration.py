@@ -31,8 +31,9 @@ measured) at the real sizes of max_batch on this CPU, at --real_batch
 minutes per iteration).
 
 in_backward: `optimize(..., update_in_backward=True)` against the step at
-the end and eager (AdamW foreach), at the loops' size and on GPT-2 124M at
-batch 1 x --in_backward_sequence (default 128): peaks measured and
+the end and eager (AdamW foreach), at the loops' size and on GPT-2 124M and
+a 4-layer Llama of Llama 3.2 1B's width at batch 1 x --in_backward_sequence
+(default 128): peaks measured and
 predicted, the parameters' distance from Echo's with the step at the end,
 and the median of three steady steps' seconds.
 
@@ -162,6 +163,15 @@ def _breakdown(rep, digits: int) -> str:
                      for key, value in rep.peak_breakdown.items() if value)
 
 
+def _words(iteration: str) -> str:
+    """The iteration's words, to 90 characters, or what it says of updates
+    in the backward."""
+    found = iteration.find(", updates in the backward")
+    if found < 0:
+        found = iteration.find(", no update in the backward")
+    return iteration[found + 2:] if found >= 0 else iteration[:90]
+
+
 def max_batch(server, names):
     from echo_torch.hook_common import default_device
     from echo_torch.proto import device_pb2, planner_pb2
@@ -179,7 +189,9 @@ def max_batch(server, names):
         variants = (("none (forward+backward)", None),
                     ("AdamW", graph_pb2.OptimizerSpec(**adamw)),
                     ("AdamW, 2 micro-batches",
-                     graph_pb2.OptimizerSpec(**adamw, holds_gradients=True)))
+                     graph_pb2.OptimizerSpec(**adamw, holds_gradients=True)),
+                    ("AdamW, updates in the backward",
+                     graph_pb2.OptimizerSpec(**adamw, update_in_backward=True)))
         for label, spec in variants:
             graph = graph_pb2.Graph()
             graph.CopyFrom(converted.graph)
@@ -194,7 +206,7 @@ def max_batch(server, names):
                   f"{' (fp32 state)' if spec is not None and state_dtype else ''} | "
                   f"{plain.batch_size if plain.found else 'none'} | "
                   f"{echo.batch_size if echo.found else 'none'} | "
-                  f"{echo.peak_bytes / (1 << 30):.2f} GiB | {response.iteration[:90]} |",
+                  f"{echo.peak_bytes / (1 << 30):.2f} GiB | {_words(response.iteration)} |",
                   flush=True)
 
 
@@ -202,7 +214,7 @@ def real(server, names, batch):
     """Predicted against measured iteration peak at the real sizes, AdamW
     (foreach), three iterations, on this CPU at `batch`."""
     loop = LOOPS["adamw (foreach)"]
-    print(f"| model | batch | eager peak | baseline predicted | Echo peak | Echo predicted | "
+    print("| model | batch | eager peak | baseline predicted | Echo peak | Echo predicted | "
           f"at the planned peak | max abs Δ parameters vs eager | seconds |")
     print("|---|---|---|---|---|---|---|---|---|")
     for name in names:
@@ -229,19 +241,25 @@ def real(server, names, batch):
 
 def in_backward(server, sequence: int):
     """The update in the backward against the step at the end: GPT-2 at the
-    loops' size (activations make the peak) and GPT-2 124M at batch 1 x
-    `sequence` (weights, gradients and AdamW's state make it), AdamW
-    foreach; three iterations, the third measured, then the median of three
+    loops' size (activations make the peak), and GPT-2 124M and a Llama
+    (Llama 3.2 1B's width and vocabulary, 4 layers, fp32; its nn.Linear
+    gradients are views) at batch 1 x `sequence` (weights, gradients and
+    AdamW's state make it), AdamW foreach; three iterations, the third measured, then the median of three
     more steps' seconds."""
     print("| model | loop | measured peak | predicted | at the planned peak | "
           "max abs Δ parameters vs Echo | step seconds (median of 3) |")
     print("|---|---|---|---|---|---|---|")
+    llama = transformers.LlamaConfig(
+        vocab_size=128256, hidden_size=2048, intermediate_size=8192, num_hidden_layers=4,
+        num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=2048,
+        tie_word_embeddings=True)
     cases = [("GPT-2 256x4, 8 x 256", _ISSUE_SIZE, 8, 256),
-             (f"GPT-2 124M, 1 x {sequence}", gpt2_config(), 1, sequence)]
+             (f"GPT-2 124M, 1 x {sequence}", gpt2_config(), 1, sequence),
+             (f"Llama 3.2 1B's width, 4 layers (fp32), 1 x {sequence}", llama, 1, sequence)]
     loop = LOOPS["adamw (foreach)"]
     for label, config, batch, length in cases:
         torch.manual_seed(0)
-        base = transformers.GPT2LMHeadModel(config).train()
+        base = transformers.AutoModelForCausalLM.from_config(config).train()
         ids = torch.randint(0, config.vocab_size, (batch, length))
         reference = None
         for name, moved in (("eager", None), ("Echo", False),

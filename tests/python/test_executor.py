@@ -284,6 +284,42 @@ class ProgramTest(unittest.TestCase):
         self.assertEqual(out.tolist(), [8.0] * 3)
         self.assertEqual(alive, [False, False])
 
+    def test_a_gradient_handed_over_early_makes_its_view_there(self):
+        """update_in_backward.py: a gradient returned as a view of a matmul
+        goes to the update right after the matmul's last reader; the view
+        is made there, not at the end, and the matmul's storage dies with
+        the hand-over, before the program's last op."""
+        handed, alive, made = [], [], []
+
+        def mm(a, b):
+            made.append(weakref.ref(out := a @ b))
+            return out
+
+        def probe(x):
+            alive.append((len(handed), made[0]() is not None))
+            return x * 2
+
+        program = Program("p", [0], [
+            _Instr(mm, (_Slot(0), _Slot(0)), {}, 1),
+            _Instr(torch.ops.aten.sum.default, (_Slot(1),), {}, 2),
+            _Instr(probe, (_Slot(2),), {}, 3),
+            _Instr(torch.ops.aten.t.default, (_Slot(1),), {}, 4),
+        ], [4, 3])
+        x = torch.arange(4.0).reshape(2, 2)
+        product = x @ x
+        out = program.run([x], {1: [(0, [3])]},
+                          lambda position, value: handed.append((position, value.clone())))
+        self.assertEqual(len(handed), 1)
+        self.assertEqual(handed[0][0], 0)
+        torch.testing.assert_close(handed[0][1], product.t())
+        # Handed over before the op after sum, and the matmul is gone then.
+        self.assertEqual(alive, [(1, False)])
+        self.assertIsNone(out[0])
+        torch.testing.assert_close(out[1], product.sum() * 2)
+        # Without updates, the same program returns the view at the end.
+        plain = program([x])
+        torch.testing.assert_close(plain[0], product.t())
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -276,5 +276,30 @@ TEST(OptimizerStepTest, GradientOfMustNameAParameterFromAGradient) {
               HasSubstr("has gradient_of but its role is not GRADIENT"));
 }
 
+TEST(OptimizerStepTest, OnlyParametersAGradientNamesGetState) {
+  // w2 is frozen: no gradient names it, so AdamW makes it no state.
+  const Graph graph = WithMetadata(R"(
+graph frozen
+tensor x f32[256] input
+tensor w1 f32[1024] parameter
+tensor w2 f32[2048] parameter
+tensor gw1 f32[1024] gradient output gradient_of=w1
+op f1 fwd gemm x w1 -> h:f32[256]
+op f2 fwd gemm h w2 -> y:f32[256]
+op g1 bwd gemm y x -> gw1
+)",
+                                   {{kOptimizerKey, "adamw"}});
+  ASSERT_OK_AND_ASSIGN(const std::optional<OptimizerSpec> adamw,
+                       OptimizerOf(graph));
+  OptimizerStepSummary added;
+  ASSERT_OK_AND_ASSIGN(const Graph iteration,
+                       AddOptimizerStep(graph, *adamw, &added));
+  EXPECT_EQ(added.state_bytes, 2 * 4096 + 4);
+  EXPECT_EQ(added.state_tensors, 3);
+  EXPECT_EQ(added.temporary_bytes, 4096);
+  EXPECT_LT(iteration.FindTensor("w2.state0"), 0);
+  EXPECT_GE(iteration.FindTensor("w1.state0"), 0);
+}
+
 }  // namespace
 }  // namespace echo::planner

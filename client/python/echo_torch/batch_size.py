@@ -31,7 +31,7 @@ def max_batch_size(model: nn.Module, *args, device: Union[str, "_dev.DeviceSpec"
                    max_batch_size: int = 0, multiple_of: int = 0,
                    allocator_rounding_bytes: Optional[int] = None,
                    timeout_seconds: float = 30.0, chunking: str = "auto", optimizer=None,
-                   accumulation_steps: int = 1,
+                   accumulation_steps: int = 1, update_in_backward: bool = False,
                    **kwargs):
     """Returns echod's FindMaxBatchSizeResponse for `model`'s training step
     on `args`/`kwargs` (inputs at any batch > 1 whose data inputs share the
@@ -46,6 +46,9 @@ def max_batch_size(model: nn.Module, *args, device: Union[str, "_dev.DeviceSpec"
     answer's `iteration` says which). accumulation_steps: micro-batches per
     optimizer step (with optimizer); from 2 on, the gradients of earlier
     micro-batches are held while the next one runs, and count too.
+    update_in_backward: (with optimizer, one micro-batch) each parameter's
+    update may run in the backward, as optimize(update_in_backward=True)
+    runs it (OptimizerSpec.update_in_backward).
 
     device: a catalog name or an echo.v1.DeviceSpec (default: the model's
     GPU if the catalog knows it, else h100-80gb). min_batch_size,
@@ -65,6 +68,11 @@ def max_batch_size(model: nn.Module, *args, device: Union[str, "_dev.DeviceSpec"
         device = default_device(on_cuda)
     spec = device if isinstance(device, _dev.DeviceSpec) else _dev.DeviceSpec(name=device)
     iteration = optimizer_spec(optimizer, accumulation_steps)
+    if update_in_backward:
+        if iteration is None:
+            raise ValueError("echo_torch.max_batch_size: update_in_backward=True needs "
+                             "optimizer=")
+        iteration.update_in_backward = True
     if iteration is not None:
         graph.optimizer.CopyFrom(iteration)
     request = _pl.FindMaxBatchSizeRequest(

@@ -284,12 +284,23 @@ class _Converter:
         two primals names neither."""
         if len(bwd_outputs) != len(self.primal_nodes):
             return
-        tids = [self.tensor_of.get(n) if n is not None else None for n in bwd_outputs]
+        # A gradient the backward returns as a view (nn.Linear's is the
+        # transpose of a matmul) is named on its storage base: the tensor
+        # whose bytes its update frees.
+        tids = [self.storage_of(self.tensor_of.get(n)) if n is not None else None
+                for n in bwd_outputs]
         count = collections.Counter(tids)
         for tid, primal, info in zip(tids, self.primal_nodes, self.joint.primals):
             if (tid is not None and count[tid] == 1 and info.kind == ROLE_PARAMETER
+                    and tid in self.producer
                     and self.tensors[tid].role == _pb.TENSOR_ROLE_GRADIENT):
                 self.tensors[tid].gradient_of = self.tensor_of[primal]
+
+    def storage_of(self, tid):
+        """The tensor that owns `tid`'s bytes: itself, or the single storage
+        base of a view."""
+        bases = self.view_bases.get(tid) if tid is not None else None
+        return bases[0] if bases and len(bases) == 1 else tid
 
     def add_tensor(self, tid, name, meta, role, size=None):
         t = _pb.Tensor(id=tid, name=name, role=role)

@@ -115,16 +115,21 @@ class Program:
             del call_args
         return self.run(args)
 
-    def run(self, args: list, updates: Optional[Dict[int, List[int]]] = None,
-            apply=None):
+    def run(self, args: list, updates: Optional[Dict[int, list]] = None, apply=None):
         """Runs on `args` (a list, cleared). updates: {instruction index
-        (-1: before the first): output positions} whose value goes to
-        apply(position, value) right after that instruction instead of
-        being returned (update_in_backward.py)."""
+        (-1: before the first): [(output position, early)]}: right after
+        that instruction the instructions `early` run (the views that make
+        the output from its storage base, which would otherwise run at the
+        end, and are skipped there), and the output goes to
+        apply(position, value) instead of being returned
+        (update_in_backward.py)."""
         outputs = list(self.outputs)
+        skip = {i for hand in (updates or {}).values() for _, early in hand for i in early}
 
         def hand_over(index):
-            for position in updates.get(index, ()):
+            for position, early in updates.get(index, ()):
+                for i in early:
+                    _execute(self.instrs[i], env)
                 apply(position, env.pop(outputs[position]))
                 outputs[position] = None
 
@@ -136,17 +141,9 @@ class Program:
         if updates:
             hand_over(-1)
         for index, instr in enumerate(self.instrs):
-            result = instr.target(*_fill(instr.args, env), **_fill(instr.kwargs, env))
-            if isinstance(instr.out, list):
-                # A comprehension, not a loop: a loop variable would keep the
-                # op's last output (and its storage) alive until the next
-                # multi-output op, past the frees the plan counts on.
-                env.update({s: value for s, value in zip(instr.out, result) if s is not None})
-            else:
-                env[instr.out] = result
-            del result
-            for s in instr.frees:
-                del env[s]
+            if index in skip:
+                continue
+            _execute(instr, env)
             if updates:
                 hand_over(index)
         return [env[s] if s is not None else None for s in outputs]
@@ -210,6 +207,21 @@ class Program:
 
     def __copy__(self):
         return self
+
+
+def _execute(instr: _Instr, env: Dict[int, Any]) -> None:
+    """Runs one instruction on `env` and frees what it read last."""
+    result = instr.target(*_fill(instr.args, env), **_fill(instr.kwargs, env))
+    if isinstance(instr.out, list):
+        # A comprehension, not a loop: a loop variable would keep the op's
+        # last output (and its storage) alive until the next multi-output
+        # op, past the frees the plan counts on.
+        env.update({s: value for s, value in zip(instr.out, result) if s is not None})
+    else:
+        env[instr.out] = result
+    del result
+    for s in instr.frees:
+        del env[s]
 
 
 @dataclasses.dataclass(frozen=True)

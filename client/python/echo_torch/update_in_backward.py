@@ -17,7 +17,7 @@ first iteration, planned as usual, and turns the updates on from the next
 one only if that iteration was one backward, untouched gradients, one step.
 """
 import warnings
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
 
@@ -45,8 +45,15 @@ def updated_positions(converted, response) -> List[int]:
                  if e.op_id.startswith(UPDATE_OP_PREFIX)}
     if not gradients:
         return []
-    return [i for i, node in enumerate(converted.bwd_outputs)
-            if node is not None and converted.tensor_of.get(node) in gradients]
+    named = {t.id for t in converted.graph.tensors if t.gradient_of}
+    positions = []
+    for i, node in enumerate(converted.bwd_outputs):
+        tid = converted.tensor_of.get(node) if node is not None else None
+        # A view gradient is named on its storage base (convert.py).
+        bases = converted.view_bases.get(tid) or [tid]
+        if any(t in gradients and t in named for t in [tid] + list(bases)):
+            positions.append(i)
+    return positions
 
 
 def _storage(tensor) -> Optional[int]:
@@ -58,34 +65,55 @@ def _storage(tensor) -> Optional[int]:
         return None
 
 
-def _alias_last_use(program) -> Dict[int, int]:
-    """Per slot, the last instruction that reads it or a view of it (a view
-    op re-applied in the backward reads a parameter that a later op reads
-    through the view)."""
-    last: Dict[int, int] = {}
-    parent: Dict[int, int] = {}
-    for index, instr in enumerate(program.instrs):
-        read = _reads(instr)
-        for s in read:
-            last[s] = index
-        views, written = ops.aliasing(instr.target)
-        if views and any(views) and not written and read:
-            outs = instr.out if isinstance(instr.out, list) else [instr.out]
-            for s in outs:
-                if s is not None:
-                    parent[s] = read[0]
-    for index in range(len(program.instrs) - 1, -1, -1):
-        instr = program.instrs[index]
-        outs = instr.out if isinstance(instr.out, list) else [instr.out]
-        for s in outs:
-            if s in parent and s in last:
-                last[parent[s]] = max(last.get(parent[s], -1), last[s])
-    return last
+def _is_view(instr) -> bool:
+    views, written = ops.aliasing(instr.target)
+    return bool(views) and any(views) and not written
 
 
 def _reads(instr) -> List[int]:
     """The slots an instruction reads, in order, each once."""
     return list(dict.fromkeys(_slots_in((instr.args, instr.kwargs), [])))
+
+
+class _Layout:
+    """What Updater needs to know of a program, once per program: where each
+    slot is made and read, and the view instructions (a view's parent is
+    the slot it views)."""
+
+    def __init__(self, program):
+        self.defined: Dict[int, int] = {}
+        self.readers: Dict[int, List[int]] = {}
+        self.parent: Dict[int, int] = {}
+        self.children: Dict[int, List[int]] = {}
+        for index, instr in enumerate(program.instrs):
+            read = _reads(instr)
+            for s in read:
+                self.readers.setdefault(s, []).append(index)
+            for s in (instr.out if isinstance(instr.out, list) else [instr.out]):
+                if s is None:
+                    continue
+                self.defined[s] = index
+                if read and _is_view(instr):
+                    self.parent[s] = read[0]
+                    self.children.setdefault(read[0], []).append(s)
+
+    def chain(self, slot: int) -> Tuple[List[int], List[int]]:
+        """(the view instructions that make `slot` from its storage base, in
+        order; the slots along the way, base first)."""
+        instrs, slots = [], [slot]
+        while slot in self.parent:
+            instrs.append(self.defined[slot])
+            slot = self.parent[slot]
+            slots.append(slot)
+        return instrs[::-1], slots[::-1]
+
+    def last_use(self, slot: int, besides=()) -> int:
+        """The last instruction that reads `slot` or a view made from it,
+        other than `besides`."""
+        last = max((i for i in self.readers.get(slot, ()) if i not in besides), default=-1)
+        for child in self.children.get(slot, ()):
+            last = max(last, self.last_use(child, besides))
+        return last
 
 
 class Updater:
@@ -103,34 +131,44 @@ class Updater:
         # hooks, the LR scheduler's count): those belong to the user's call.
         self._step = step.__wrapped__ if getattr(step, "hooked", False) else step
         self._groups: Dict[int, dict] = {}
-        self._last_use: Dict[int, Dict[int, int]] = {}  # per program
+        self._layouts: Dict[int, _Layout] = {}  # per program
+        self._plans: Dict[tuple, Dict[int, list]] = {}  # per program and aliasing
 
     def plan(self, program, args: list):
         """(updates, apply) for Program.run: each position's update right
-        after the last instruction that reads its gradient, its parameter
-        or a view of it."""
-        last = self._last_use.get(id(program))
-        if last is None:
-            last = self._last_use[id(program)] = _alias_last_use(program)
-        defined = {}
-        for index, instr in enumerate(program.instrs):
-            for s in (instr.out if isinstance(instr.out, list) else [instr.out]):
-                defined[s] = index
+        after the last instruction that reads its gradient (or the storage
+        the gradient views), its parameter or a view of it; the views that
+        make a gradient from its storage run there too, not at the end."""
+        layout = self._layouts.get(id(program))
+        if layout is None:
+            layout = self._layouts[id(program)] = _Layout(program)
         by_storage: Dict[int, List[int]] = {}
         for slot, value in zip(program.inputs, args):
             ptr = _storage(value)
             if ptr is not None:
                 by_storage.setdefault(ptr, []).append(slot)
+        aliases = tuple(tuple(by_storage.get(_storage(p), ())) for p in self.parameters.values())
+        key = (id(program), aliases)
+        updates = self._plans.get(key)
+        if updates is None:
+            updates = self._plans[key] = self._updates(program, layout, aliases)
+        return updates, self.apply
+
+    def _updates(self, program, layout, aliases) -> Dict[int, list]:
         outputs = program.outputs
-        updates: Dict[int, List[int]] = {}
-        for position, param in self.parameters.items():
+        updates: Dict[int, list] = {}
+        for (position, _param), alias in zip(self.parameters.items(), aliases):
             slot = outputs[position] if position < len(outputs) else None
             if slot is None or outputs.count(slot) > 1:
                 continue
-            readers = [slot] + by_storage.get(_storage(param), [])
-            point = max([defined.get(slot, -1)] + [last.get(s, -1) for s in readers])
-            updates.setdefault(point, []).append(position)
-        return updates, self.apply
+            views, slots = layout.chain(slot)
+            besides = set(views)
+            point = max([layout.defined.get(slots[0], -1)]
+                        + [layout.last_use(s, besides) for s in slots]
+                        + [layout.last_use(s) for s in alias])
+            updates.setdefault(point, []).append(
+                (position, [i for i in views if i > point]))
+        return updates
 
     def apply(self, position: int, gradient) -> None:
         param = self.parameters[position]
