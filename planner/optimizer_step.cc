@@ -140,20 +140,26 @@ std::vector<OpIndex> UpdatePlaces(const Graph& graph,
   return place;
 }
 
-// The parameters the optimizer holds state for: when some gradient names
-// its parameter (Tensor::gradient_of), the client has said which train, and
-// those no gradient names (frozen weights, buffers) have none, as torch's
-// optimizers make state only for parameters that get a gradient; else
-// every PARAMETER tensor.
+// The parameters the optimizer holds state for: when every gradient the
+// graph outputs (with bytes of its own) names its parameter
+// (Tensor::gradient_of), the client has said which train, and those no
+// gradient names (frozen weights, buffers) have none, as torch's optimizers
+// make state only for parameters that get a gradient; else (no gradient
+// names one, or one that does not may be any parameter's) every PARAMETER
+// tensor.
 std::vector<bool> Trained(const Graph& graph) {
   std::vector<bool> named(graph.num_tensors(), false);
-  bool any = false;
+  bool any = false, unnamed = false;
   for (const Tensor& tensor : graph.tensors()) {
-    if (tensor.gradient_of == kNoTensor) continue;
-    named[tensor.gradient_of] = true;
-    any = true;
+    if (tensor.gradient_of != kNoTensor) {
+      named[tensor.gradient_of] = true;
+      any = true;
+    } else if (tensor.role == TensorRole::kGradient && tensor.is_output &&
+               tensor.size_bytes > 0) {
+      unnamed = true;
+    }
   }
-  if (!any) named.assign(graph.num_tensors(), true);
+  if (!any || unnamed) named.assign(graph.num_tensors(), true);
   return named;
 }
 

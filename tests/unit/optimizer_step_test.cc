@@ -301,5 +301,27 @@ op g1 bwd gemm y x -> gw1
   EXPECT_GE(iteration.FindTensor("w1.state0"), 0);
 }
 
+TEST(OptimizerStepTest, AGradientThatNamesNoParameterCouldBeAnyones) {
+  // g is the gradient of both w1 and w2 (w1 + w2 in the forward): it names
+  // neither, so the graph does not say which parameters train, and all do.
+  const Graph graph = WithMetadata(R"(
+graph shared
+tensor w1 f32[1024] parameter
+tensor w2 f32[1024] parameter
+tensor w3 f32[1024] parameter
+tensor g3 f32[1024] gradient output gradient_of=w3
+tensor g f32[1024] gradient output
+op f fwd elementwise w1 w2 w3 -> y:f32[1024]
+op b bwd elementwise y -> g g3
+)",
+                                   {{kOptimizerKey, "sgd_momentum"}});
+  ASSERT_OK_AND_ASSIGN(const std::optional<OptimizerSpec> sgd,
+                       OptimizerOf(graph));
+  OptimizerStepSummary added;
+  ASSERT_OK_AND_ASSIGN(const Graph iteration,
+                       AddOptimizerStep(graph, *sgd, &added));
+  EXPECT_EQ(added.state_bytes, 3 * 4096);
+}
+
 }  // namespace
 }  // namespace echo::planner
