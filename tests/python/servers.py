@@ -11,6 +11,7 @@ import tempfile
 import time
 
 import grpc
+import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -100,6 +101,20 @@ class Echod:
         except subprocess.TimeoutExpired:
             self.process.kill()
         self.log.close()
+
+
+class SharedEchod:
+    """A mixin for a unittest.TestCase: one real echod for the whole class
+    (cls.echod), and torch on 2 threads, as the suite's machines have."""
+
+    @classmethod
+    def setUpClass(cls):
+        torch.set_num_threads(2)
+        cls.echod = Echod().__enter__()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.echod.__exit__(None, None, None)
 
 
 def cheap_ops_plan(graph, policy=_pl.RECOMPUTE_POLICY_ECHO):

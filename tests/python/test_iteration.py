@@ -114,16 +114,7 @@ def _iterate(model, forward, optimizer, ids, loop: Loop):
 
 
 @unittest.skipIf(ECHOD is None or NO_TRANSFORMERS, SKIP_REASON or NO_TRANSFORMERS)
-class IterationTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        torch.set_num_threads(2)
-        cls.echod = servers.Echod().__enter__()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.echod.__exit__(None, None, None)
-
+class IterationTest(servers.SharedEchod, unittest.TestCase):
     def test_the_plan_counts_the_optimizer_and_predicts_the_iteration(self):
         torch.manual_seed(0)
         base = _gpt2()

@@ -81,16 +81,7 @@ class _Losses(transformers.TrainerCallback):
 
 
 @unittest.skipIf(ECHOD is None, SKIP_REASON)
-class LoopsTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        torch.set_num_threads(2)
-        cls.echod = servers.Echod().__enter__()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.echod.__exit__(None, None, None)
-
+class LoopsTest(servers.SharedEchod, unittest.TestCase):
     def _wrap(self, model):
         return optimize(model, server=self.echod.address, plan_cache=False, on_error="raise")
 

@@ -37,14 +37,13 @@ def _log(line):
     print(line, file=sys.stderr, flush=True)
 
 
-class EchodChecks:
+class EchodChecks(servers.SharedEchod):
     """The suite's checks of one training case (harness.Case) against a real
     echod, shared with test_third_party: a mixin for a unittest.TestCase."""
 
     @classmethod
     def setUpClass(cls):
-        torch.set_num_threads(2)
-        cls.echod = servers.Echod().__enter__()
+        super().setUpClass()
         cls.client = PlannerClient(cls.echod.address, timeout_seconds=120)
         cls.plans_unavailable = None
         try:
@@ -56,7 +55,7 @@ class EchodChecks:
     @classmethod
     def tearDownClass(cls):
         cls.client.close()
-        cls.echod.__exit__(None, None, None)
+        super().tearDownClass()
 
     def assert_same_training(self, result, reference, exact=False):
         """Loss and gradients equal eager's: exactly, or within rtol 1e-4,

@@ -139,6 +139,14 @@ def _flat_nodes(args) -> List[fx.Node]:
     return [a for a in pytree.tree_flatten(args)[0] if isinstance(a, fx.Node)]
 
 
+def storage_of(view_bases: Dict[str, List[str]], tid: Optional[str]) -> Optional[str]:
+    """The tensor that owns `tid`'s bytes: itself, or the single storage
+    base of a view (where a gradient that is a view is named, and where its
+    update frees bytes)."""
+    bases = view_bases.get(tid) if tid is not None else None
+    return bases[0] if bases and len(bases) == 1 else tid
+
+
 def _output_lists(joint: JointGraph):
     (output_node,) = [n for n in joint.module.graph.nodes if n.op == "output"]
     flat = pytree.tree_flatten(output_node.args)[0]
@@ -287,7 +295,7 @@ class _Converter:
         # A gradient the backward returns as a view (nn.Linear's is the
         # transpose of a matmul) is named on its storage base: the tensor
         # whose bytes its update frees.
-        tids = [self.storage_of(self.tensor_of.get(n)) if n is not None else None
+        tids = [storage_of(self.view_bases, self.tensor_of.get(n)) if n is not None else None
                 for n in bwd_outputs]
         count = collections.Counter(tids)
         for tid, primal, info in zip(tids, self.primal_nodes, self.joint.primals):
@@ -295,12 +303,6 @@ class _Converter:
                     and tid in self.producer
                     and self.tensors[tid].role == _pb.TENSOR_ROLE_GRADIENT):
                 self.tensors[tid].gradient_of = self.tensor_of[primal]
-
-    def storage_of(self, tid):
-        """The tensor that owns `tid`'s bytes: itself, or the single storage
-        base of a view."""
-        bases = self.view_bases.get(tid) if tid is not None else None
-        return bases[0] if bases and len(bases) == 1 else tid
 
     def add_tensor(self, tid, name, meta, role, size=None):
         t = _pb.Tensor(id=tid, name=name, role=role)

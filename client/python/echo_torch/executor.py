@@ -29,7 +29,6 @@ from echo_torch.programs import (BackwardProgram, PlanError, Program, SlotMeta, 
                                  _map_leaves, _Slot, _slots_in)
 
 
-
 @dataclasses.dataclass(frozen=True)
 class ChunkStep:
     """A chunked region's step in a schedule, in place of an op index: its

@@ -18,6 +18,7 @@ import torch.fx as fx
 
 from echo_torch import ops
 
+
 class PlanError(ValueError):
     """The schedule cannot be executed on this graph."""
 

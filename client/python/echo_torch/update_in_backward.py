@@ -22,6 +22,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 import torch
 
 from echo_torch import ops, proto
+from echo_torch.convert import storage_of
 from echo_torch.programs import _slots_in
 
 _g = proto.graph_pb2
@@ -43,17 +44,9 @@ def updated_positions(converted, response) -> List[int]:
         return []
     gradients = {e.op_id[len(UPDATE_OP_PREFIX):] for e in response.schedule
                  if e.op_id.startswith(UPDATE_OP_PREFIX)}
-    if not gradients:
-        return []
-    named = {t.id for t in converted.graph.tensors if t.gradient_of}
-    positions = []
-    for i, node in enumerate(converted.bwd_outputs):
-        tid = converted.tensor_of.get(node) if node is not None else None
-        # A view gradient is named on its storage base (convert.py).
-        bases = converted.view_bases.get(tid) or [tid]
-        if any(t in gradients and t in named for t in [tid] + list(bases)):
-            positions.append(i)
-    return positions
+    # A gradient that is a view is named, and updated, on its storage.
+    return [i for i, node in enumerate(converted.bwd_outputs) if node is not None
+            and storage_of(converted.view_bases, converted.tensor_of.get(node)) in gradients]
 
 
 def _storage(tensor) -> Optional[int]:
@@ -202,7 +195,8 @@ class LoopWatch:
         self._backward_seen = False
         self._versions: Dict[int, int] = {}
         self._updated_since_step = False
-        self._handles = [optimizer.register_step_pre_hook(self._on_step)]
+        self._step_hook = optimizer.register_step_pre_hook(self._on_step)
+        self._gradient_hooks = []
         trained = {id(p) for g in optimizer.param_groups for p in g["params"]}
         outside = [n for n, p in module.named_parameters()
                    if p.requires_grad and id(p) not in trained]
@@ -212,7 +206,8 @@ class LoopWatch:
             return
         for p in module.parameters():
             if p.requires_grad:
-                self._handles.append(p.register_post_accumulate_grad_hook(self._on_gradient))
+                self._gradient_hooks.append(
+                    p.register_post_accumulate_grad_hook(self._on_gradient))
 
     def _refuse(self, reason: str) -> None:
         if self.refused is None:
@@ -223,9 +218,9 @@ class LoopWatch:
         self._drop_gradient_hooks()
 
     def _drop_gradient_hooks(self) -> None:
-        for handle in self._handles[1:]:
+        for handle in self._gradient_hooks:
             handle.remove()
-        del self._handles[1:]
+        self._gradient_hooks = []
 
     def _on_gradient(self, param) -> None:
         self._backward_seen = True
