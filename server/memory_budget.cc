@@ -6,11 +6,13 @@
 
 #include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/wire_format_lite.h"
 #include "grpcpp/support/proto_buffer_reader.h"
+#include "planner/status_macros.h"
 
 namespace echo::server {
 namespace {
@@ -82,35 +84,113 @@ void MemoryBudget::Reservation::Release() {
   bytes_ = 0;
 }
 
-absl::StatusOr<MemoryBudget::Reservation> MemoryBudget::Reserve(int64_t bytes) {
-  Reservation reservation;
-  if (capacity_bytes_ <= 0) return reservation;
-  std::lock_guard<std::mutex> lock(mutex_);
+absl::Status MemoryBudget::Reservation::Resize(int64_t bytes) {
+  if (budget_ == nullptr) return absl::OkStatus();  // unbounded budget
+  if (bytes < bytes_) {
+    const int64_t freed = bytes_ - bytes;
+    bytes_ = bytes;
+    budget_->Release(freed);
+    return absl::OkStatus();
+  }
+  {
+    std::lock_guard<std::mutex> lock(budget_->mutex_);
+    RETURN_IF_ERROR(budget_->CheckFits(bytes, budget_->in_use_bytes_ - bytes_));
+    budget_->in_use_bytes_ += bytes - bytes_;
+  }
+  bytes_ = bytes;
+  return absl::OkStatus();
+}
+
+absl::Status MemoryBudget::CheckFits(int64_t bytes,
+                                     int64_t others_bytes) const {
+  // Rounded up: a request just over the budget does not read as equal.
+  const int64_t mib = (bytes + (int64_t{1} << 20) - 1) >> 20;
   if (bytes > capacity_bytes_) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "this request would take about ", bytes >> 20,
+        "this request would take about ", mib,
         " MiB of memory to serve, more than echod's whole budget for "
         "requests (",
         capacity_bytes_ >> 20,
         " MiB; --memory_budget_bytes less the caches); send a smaller graph, "
         "register it (RegisterGraph) or raise the budget"));
   }
-  if (in_use_bytes_ + bytes > capacity_bytes_) {
+  if (others_bytes + bytes > capacity_bytes_) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "echod's memory budget is taken: this request would take about ",
-        bytes >> 20, " MiB, and ", in_use_bytes_ >> 20, " of ",
-        capacity_bytes_ >> 20,
+        "echod's memory budget is taken: this request would take about ", mib,
+        " MiB, and ", others_bytes >> 20, " of ", capacity_bytes_ >> 20,
         " MiB are in use by requests in flight; retry with backoff"));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<MemoryBudget::Reservation> MemoryBudget::Reserve(int64_t bytes) {
+  Reservation reservation;
+  if (capacity_bytes_ <= 0) return reservation;
+  std::lock_guard<std::mutex> lock(mutex_);
+  RETURN_IF_ERROR(CheckFits(bytes, in_use_bytes_));
   in_use_bytes_ += bytes;
   reservation.budget_ = this;
   reservation.bytes_ = bytes;
   return reservation;
 }
 
+uint64_t MemoryBudget::Wait(int64_t bytes, Granted granted) {
+  uint64_t ticket = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ticket = next_ticket_++;
+    if (capacity_bytes_ > 0) {
+      waiters_.push_back(
+          Waiter{ticket, std::min(bytes, capacity_bytes_), std::move(granted)});
+    }
+  }
+  if (capacity_bytes_ <= 0) {
+    granted(Reservation());
+  } else {
+    GrantWaiters();
+  }
+  return ticket;
+}
+
+bool MemoryBudget::CancelWait(uint64_t ticket) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto it = waiters_.begin(); it != waiters_.end(); ++it) {
+    if (it->ticket == ticket) {
+      waiters_.erase(it);
+      return true;
+    }
+  }
+  return false;
+}
+
+void MemoryBudget::GrantWaiters() {
+  std::vector<std::pair<Granted, Reservation>> granted;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    while (!waiters_.empty() &&
+           in_use_bytes_ + waiters_.front().bytes <= capacity_bytes_) {
+      Waiter& waiter = waiters_.front();
+      in_use_bytes_ += waiter.bytes;
+      Reservation reservation;
+      reservation.budget_ = this;
+      reservation.bytes_ = waiter.bytes;
+      granted.emplace_back(std::move(waiter.granted), std::move(reservation));
+      waiters_.pop_front();
+    }
+  }
+  for (auto& [callback, reservation] : granted) {
+    callback(std::move(reservation));
+  }
+}
+
 int64_t MemoryBudget::in_use_bytes() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return in_use_bytes_;
+}
+
+int MemoryBudget::waiting() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return static_cast<int>(waiters_.size());
 }
 
 void MemoryBudget::Release(int64_t bytes) {
@@ -119,6 +199,7 @@ void MemoryBudget::Release(int64_t bytes) {
     in_use_bytes_ -= bytes;
   }
   if (bytes >= kTrimAfterBytes) trim_pending_ = true;
+  GrantWaiters();
 }
 
 void MemoryBudget::TrimIfReleased() {

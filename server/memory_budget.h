@@ -8,6 +8,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <mutex>
 #include <optional>
 
@@ -62,6 +64,10 @@ class MemoryBudget {
     Reservation& operator=(Reservation&& other) noexcept;
     ~Reservation() { Release(); }
     int64_t bytes() const { return bytes_; }
+    // Holds `bytes` instead: less always works (the rest goes back to the
+    // budget); more only when it fits, else Reserve's error and the bytes
+    // held stay as they were.
+    absl::Status Resize(int64_t bytes);
     // Gives the bytes back now; later calls do nothing.
     void Release();
 
@@ -76,8 +82,21 @@ class MemoryBudget {
   // budget says it can never fit.
   absl::StatusOr<Reservation> Reserve(int64_t bytes);
 
+  // Reserves `bytes` (at most the whole budget) now when they fit behind
+  // the calls already waiting, else once releases make room, first come
+  // first served, so that a big request is not passed over for ever by
+  // small ones. `granted` runs once, outside the budget's lock: here or on
+  // the thread whose release made room. Returns a ticket for CancelWait.
+  using Granted = std::function<void(Reservation)>;
+  uint64_t Wait(int64_t bytes, Granted granted);
+  // True when `ticket` was still waiting: it is removed and its `granted`
+  // never runs. False when it was granted already (or is unknown).
+  bool CancelWait(uint64_t ticket);
+
   int64_t capacity_bytes() const { return capacity_bytes_; }
   int64_t in_use_bytes() const;
+  // Calls in Wait not granted yet.
+  int waiting() const;
 
   // Returns freed memory to the OS (malloc_trim) when a reservation of
   // kTrimAfterBytes or more was released since the last call. Called once
@@ -86,11 +105,23 @@ class MemoryBudget {
   void TrimIfReleased();
 
  private:
+  struct Waiter {
+    uint64_t ticket;
+    int64_t bytes;
+    Granted granted;
+  };
+  // Why `bytes` more cannot be reserved now, with `others_bytes` in use
+  // besides the caller's own; OK when they fit. Under mutex_.
+  absl::Status CheckFits(int64_t bytes, int64_t others_bytes) const;
   void Release(int64_t bytes);
+  // Grants the waiters at the head that fit now, outside the lock.
+  void GrantWaiters();
 
   const int64_t capacity_bytes_;
   mutable std::mutex mutex_;
   int64_t in_use_bytes_ = 0;
+  std::deque<Waiter> waiters_;
+  uint64_t next_ticket_ = 1;
   std::atomic<bool> trim_pending_{false};
 };
 

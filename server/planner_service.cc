@@ -15,6 +15,7 @@
 #include "planner/status_macros.h"
 #include "server/call_context.h"
 #include "server/contained_call.h"
+#include "server/gated_call.h"
 #include "spdlog/spdlog.h"
 
 #ifndef ECHO_VERSION
@@ -41,6 +42,7 @@ PlannerService::PlannerService(PlannerServiceOptions options,
       registry_(std::make_unique<GraphRegistry>(
           options_.graph_cache_bytes, options_.answer_cache_bytes, metrics)) {
   budget_ = std::make_unique<MemoryBudget>(RequestMemoryBytes(options_));
+  gated_methods_ = std::make_unique<GatedMethods>(this);
   int threads = options_.worker_threads;
   if (threads <= 0) threads = std::max(1, options_.host.cpus);
   // Admission control already bounds the calls in flight; the queue bound

@@ -83,6 +83,9 @@ struct PlannerServiceOptions {
   // Where the request of a contained crash is written (<request id>.pb,
   // the serialized request), to reproduce it; empty: not written.
   std::string crash_dump_dir;
+  // The largest request gRPC accepts: what a generic call's read reserves
+  // (at most the whole budget) before its request is read.
+  int64_t max_request_bytes = kDefaultMaxRequestBytes;
 };
 
 // The memory the requests in flight may use: the budget less the caches'
@@ -92,18 +95,22 @@ int64_t RequestMemoryBytes(const PlannerServiceOptions& options);
 // Every method is a raw handler: the service parses the request itself
 // (server/request_codec.h) so that an unparsable request gets
 // INVALID_ARGUMENT naming the field, and is counted, like any other error.
-using RawPlannerService =
-    v1::MemoryPlanner::WithRawCallbackMethod_EstimateMemory<
-        v1::MemoryPlanner::WithRawCallbackMethod_GenerateRecomputePlan<
-            v1::MemoryPlanner::WithRawCallbackMethod_CheckFit<
-                v1::MemoryPlanner::WithRawCallbackMethod_FindMaxBatchSize<
-                    v1::MemoryPlanner::WithRawCallbackMethod_GetMemoryFrontier<
-                        v1::MemoryPlanner::WithRawCallbackMethod_ProfileOps<
+// The methods that carry graphs are generic (unregistered) methods, served
+// by PlannerService::gated_methods(): gRPC reads a registered method's
+// request whole before any handler sees it, while a generic call's request
+// is read only when echod asks, once its memory is reserved (issue 49).
+// GetNodeInfo stays registered, so that server reflection lists the
+// service.
+using RawPlannerService = v1::MemoryPlanner::WithGenericMethod_EstimateMemory<
+    v1::MemoryPlanner::WithGenericMethod_GenerateRecomputePlan<
+        v1::MemoryPlanner::WithGenericMethod_CheckFit<
+            v1::MemoryPlanner::WithGenericMethod_FindMaxBatchSize<
+                v1::MemoryPlanner::WithGenericMethod_GetMemoryFrontier<
+                    v1::MemoryPlanner::WithGenericMethod_ProfileOps<
+                        v1::MemoryPlanner::WithGenericMethod_RegisterGraph<
                             v1::MemoryPlanner::
                                 WithRawCallbackMethod_GetNodeInfo<
-                                    v1::MemoryPlanner::
-                                        WithRawCallbackMethod_RegisterGraph<
-                                            v1::MemoryPlanner::Service>>>>>>>>;
+                                    v1::MemoryPlanner::Service>>>>>>>>;
 
 class PlannerService final : public RawPlannerService {
  public:
@@ -111,6 +118,7 @@ class PlannerService final : public RawPlannerService {
   // must outlive the service.
   PlannerService(PlannerServiceOptions options, ServerMetrics* metrics,
                  NodeProfiler* profiler);
+  ~PlannerService() override;
 
   // While draining, new requests get UNAVAILABLE; at `abort_at` the work
   // still in flight is interrupted (OPTIMAL's children killed, AUTO stopped)
@@ -129,30 +137,13 @@ class PlannerService final : public RawPlannerService {
   int planning_children() const { return planning_children_.load(); }
   const MemoryBudget& memory_budget() const { return *budget_; }
 
-  grpc::ServerUnaryReactor* EstimateMemory(grpc::CallbackServerContext* context,
-                                           const grpc::ByteBuffer* request,
-                                           grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* GenerateRecomputePlan(
-      grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
-      grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* CheckFit(grpc::CallbackServerContext* context,
-                                     const grpc::ByteBuffer* request,
-                                     grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* FindMaxBatchSize(
-      grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
-      grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* GetMemoryFrontier(
-      grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
-      grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* ProfileOps(grpc::CallbackServerContext* context,
-                                       const grpc::ByteBuffer* request,
-                                       grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* GetNodeInfo(grpc::CallbackServerContext* context,
                                         const grpc::ByteBuffer* request,
                                         grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* RegisterGraph(grpc::CallbackServerContext* context,
-                                          const grpc::ByteBuffer* request,
-                                          grpc::ByteBuffer* response) override;
+
+  // Serves the methods that carry graphs (RawPlannerService): register it
+  // with the server builder beside the service.
+  grpc::CallbackGenericService* gated_methods();
 
   // The one place a request's graph or graph_fingerprint becomes the
   // planner's graph (GraphRegistry::Resolve): every handler calls it.
@@ -217,7 +208,8 @@ class PlannerService final : public RawPlannerService {
   // A call as gRPC hands it over, before its request is parsed.
   struct RawCall {
     grpc::CallbackServerContext* context;
-    grpc::ServerUnaryReactor* reactor;
+    // Ends the call with the status (and, when OK, *response).
+    std::function<void(const grpc::Status&)> finish;
     const char* method;
     std::chrono::steady_clock::time_point start;
     bool admitted;  // holds an admission slot, for Complete to release
@@ -231,15 +223,44 @@ class PlannerService final : public RawPlannerService {
   using Handler = absl::Status (PlannerService::*)(grpc::CallbackServerContext*,
                                                    const Request&, Response*);
 
-  // Admission control when `metered` (GetNodeInfo is not: it answers
-  // whatever the load), then Serve: on the calling thread, or on the
-  // worker pool when the request has more than max_inline_request_bytes.
+  // A method served through gated_methods(): its name and how its read
+  // request is served (ServeRequest with its types, lane and handler).
+  struct Route {
+    const char* method;
+    void (*serve)(PlannerService* service, const RawCall& call);
+  };
+  // The route of a generic call's path ("/echo.v1.MemoryPlanner/<Method>");
+  // nullptr for any other path.
+  static const Route* RouteOf(const std::string& path);
+  // A Route's serve: ServeRequest, metered, with the method's lane and
+  // handler.
+  template <auto kLane, auto kHandle>
+  static void ServeMetered(PlannerService* service, const RawCall& call);
+  // A generic call: admitted, then its memory (as much as the biggest
+  // request, --max_request_bytes) waited for, then its request read, then
+  // served by its Route (gated_call.cc).
+  class GatedCall;
+  class GatedMethods;
+
+  // Authorization, then admission control when `metered` (GetNodeInfo is
+  // not: it answers whatever the load). False when the call was refused
+  // (and completed).
+  bool Open(RawCall& call, bool metered);
+  // A registered method's call, read by gRPC: Open, then ServeRequest.
   template <typename Request, typename Response>
   grpc::ServerUnaryReactor* ServeRaw(
       grpc::CallbackServerContext* context, const char* method,
       const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response,
       bool metered, Lane (PlannerService::*lane_of)(const Request&) const,
       Handler<Request, Response> handle);
+  // A read request's memory, when `metered`: its working set from its wire
+  // bytes (call.memory, the read's reservation, resized to it; else
+  // reserved), then Serve: on the calling thread, or on the worker pool
+  // when the request has more than max_inline_request_bytes.
+  template <typename Request, typename Response>
+  void ServeRequest(RawCall call, bool metered,
+                    Lane (PlannerService::*lane_of)(const Request&) const,
+                    Handler<Request, Response> handle);
   // Parses the request, answers a question about a registered graph asked
   // before from the answer cache, else runs `handle` in the lane `lane_of`
   // picks (here when `on_worker`), caching the answer of a registered graph
@@ -318,6 +339,7 @@ class PlannerService final : public RawPlannerService {
   OptimalWorker optimal_;
   std::unique_ptr<GraphRegistry> registry_;
   std::unique_ptr<MemoryBudget> budget_;
+  std::unique_ptr<GatedMethods> gated_methods_;
   // Declared last: destroyed first, finishing what it has queued while the
   // members its tasks use (budget_ too: each task trims it) are still alive.
   std::unique_ptr<WorkerPool> workers_;

@@ -10,6 +10,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/arena.h"
 #include "planner/status_macros.h"
@@ -57,55 +58,80 @@ class CallMessages {
 
 }  // namespace
 
+bool PlannerService::Open(RawCall& call, bool metered) {
+  // Authentication and authorization first: a refused caller takes no
+  // slot and costs no parse.
+  if (options_.authorizer != nullptr) {
+    const absl::Status authorized = options_.authorizer->Authorize(
+        call.method, CallAuthorizer::CredentialsOf(*call.context));
+    if (!authorized.ok()) {
+      Complete(call, authorized);
+      return false;
+    }
+  }
+  // Admission before reading or parsing: a refused call costs neither.
+  if (metered) {
+    call.admitted = true;
+    if (absl::Status admitted = Admit(); !admitted.ok()) {
+      Complete(call, admitted);
+      return false;
+    }
+  }
+  return true;
+}
+
 template <typename Request, typename Response>
 grpc::ServerUnaryReactor* PlannerService::ServeRaw(
     grpc::CallbackServerContext* context, const char* method,
     const grpc::ByteBuffer* raw_request, grpc::ByteBuffer* raw_response,
     bool metered, Lane (PlannerService::*lane_of)(const Request&) const,
     Handler<Request, Response> handle) {
-  RawCall call{context,
-               context->DefaultReactor(),
-               method,
-               std::chrono::steady_clock::now(),
-               /*admitted=*/false,
-               raw_request,
-               raw_response,
-               /*memory=*/nullptr};
-  // Authentication and authorization first: a refused caller takes no
-  // slot and costs no parse.
-  if (options_.authorizer != nullptr) {
-    const absl::Status authorized = options_.authorizer->Authorize(
-        method, CallAuthorizer::CredentialsOf(*context));
-    if (!authorized.ok()) {
-      Complete(call, authorized);
-      return call.reactor;
-    }
-  }
-  // Admission before parsing: a refused call costs no parse.
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  RawCall call{
+      context,
+      [reactor](const grpc::Status& status) { reactor->Finish(status); },
+      method,
+      std::chrono::steady_clock::now(),
+      /*admitted=*/false,
+      raw_request,
+      raw_response,
+      /*memory=*/nullptr};
+  if (Open(call, metered)) ServeRequest(call, metered, lane_of, handle);
+  return reactor;
+}
+
+template <typename Request, typename Response>
+void PlannerService::ServeRequest(
+    RawCall call, bool metered,
+    Lane (PlannerService::*lane_of)(const Request&) const,
+    Handler<Request, Response> handle) {
+  // Memory from the wire bytes (a walk of ~25 ms for 51 MB, no parse): a
+  // request that would take echod past its budget is refused before it is
+  // parsed or queued; the reservation lasts until Complete.
   if (metered) {
-    call.admitted = true;
-    if (absl::Status admitted = Admit(); !admitted.ok()) {
-      Complete(call, admitted);
-      return call.reactor;
+    const int64_t working_set =
+        EstimateWorkingSetBytes(*call.request, *Request::descriptor());
+    if (call.memory != nullptr) {
+      if (absl::Status resized = call.memory->Resize(working_set);
+          !resized.ok()) {
+        Complete(call, resized);
+        return;
+      }
+    } else {
+      absl::StatusOr<MemoryBudget::Reservation> reserved =
+          budget_->Reserve(working_set);
+      if (!reserved.ok()) {
+        Complete(call, reserved.status());
+        return;
+      }
+      call.memory =
+          std::make_shared<MemoryBudget::Reservation>(std::move(*reserved));
     }
-  }
-  // Then memory, from the wire bytes (a walk of ~25 ms for 51 MB, no
-  // parse): a request that would take echod past its budget is refused
-  // before it is parsed or queued; the reservation lasts until Complete.
-  if (metered) {
-    absl::StatusOr<MemoryBudget::Reservation> reserved = budget_->Reserve(
-        EstimateWorkingSetBytes(*raw_request, *Request::descriptor()));
-    if (!reserved.ok()) {
-      Complete(call, reserved.status());
-      return call.reactor;
-    }
-    call.memory =
-        std::make_shared<MemoryBudget::Reservation>(std::move(*reserved));
   }
   // The raw size, known before parsing, keeps a big request off this
   // thread: parsing tens of MB here would delay every health check behind
   // it (issue 11).
-  if (static_cast<int64_t>(raw_request->Length()) >
+  if (static_cast<int64_t>(call.request->Length()) >
       options_.max_inline_request_bytes) {
     Submit(call, [this, call, lane_of, handle] {
       Serve(call, /*on_worker=*/true, lane_of, handle);
@@ -113,7 +139,6 @@ grpc::ServerUnaryReactor* PlannerService::ServeRaw(
   } else {
     Serve(call, /*on_worker=*/false, lane_of, handle);
   }
-  return call.reactor;
 }
 
 template <typename Request, typename Response>
@@ -219,53 +244,7 @@ void PlannerService::Complete(const RawCall& call, const absl::Status& status) {
                  LogText(call.context->peer()), LogText(status.ToString()),
                  seconds * 1e3);
   }
-  call.reactor->Finish(grpc_status);
-}
-
-grpc::ServerUnaryReactor* PlannerService::EstimateMemory(
-    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
-    grpc::ByteBuffer* response) {
-  return ServeRaw(context, "EstimateMemory", request, response,
-                  /*metered=*/true, &PlannerService::EstimateLane,
-                  &PlannerService::DoEstimateMemory);
-}
-
-grpc::ServerUnaryReactor* PlannerService::GenerateRecomputePlan(
-    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
-    grpc::ByteBuffer* response) {
-  return ServeRaw(context, "GenerateRecomputePlan", request, response,
-                  /*metered=*/true, &PlannerService::PlanLane,
-                  &PlannerService::DoGenerateRecomputePlan);
-}
-
-grpc::ServerUnaryReactor* PlannerService::CheckFit(
-    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
-    grpc::ByteBuffer* response) {
-  return ServeRaw(context, "CheckFit", request, response, /*metered=*/true,
-                  &PlannerService::FitLane, &PlannerService::DoCheckFit);
-}
-
-grpc::ServerUnaryReactor* PlannerService::FindMaxBatchSize(
-    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
-    grpc::ByteBuffer* response) {
-  return ServeRaw(context, "FindMaxBatchSize", request, response,
-                  /*metered=*/true, &PlannerService::MaxBatchLane,
-                  &PlannerService::DoFindMaxBatchSize);
-}
-
-grpc::ServerUnaryReactor* PlannerService::GetMemoryFrontier(
-    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
-    grpc::ByteBuffer* response) {
-  return ServeRaw(context, "GetMemoryFrontier", request, response,
-                  /*metered=*/true, &PlannerService::FrontierLane,
-                  &PlannerService::DoGetMemoryFrontier);
-}
-
-grpc::ServerUnaryReactor* PlannerService::ProfileOps(
-    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
-    grpc::ByteBuffer* response) {
-  return ServeRaw(context, "ProfileOps", request, response, /*metered=*/true,
-                  &PlannerService::ProfileLane, &PlannerService::DoProfileOps);
+  call.finish(grpc_status);
 }
 
 grpc::ServerUnaryReactor* PlannerService::GetNodeInfo(
@@ -275,12 +254,41 @@ grpc::ServerUnaryReactor* PlannerService::GetNodeInfo(
                   &PlannerService::InfoLane, &PlannerService::DoGetNodeInfo);
 }
 
-grpc::ServerUnaryReactor* PlannerService::RegisterGraph(
-    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
-    grpc::ByteBuffer* response) {
-  return ServeRaw(context, "RegisterGraph", request, response,
-                  /*metered=*/true, &PlannerService::RegisterLane,
-                  &PlannerService::DoRegisterGraph);
+template <auto kLane, auto kHandle>
+void PlannerService::ServeMetered(PlannerService* service,
+                                  const RawCall& call) {
+  service->ServeRequest(call, /*metered=*/true, kLane, kHandle);
+}
+
+const PlannerService::Route* PlannerService::RouteOf(const std::string& path) {
+  // Every method here carries a graph or a request of any size: metered.
+  static const Route kRoutes[] = {
+      {"EstimateMemory", &ServeMetered<&PlannerService::EstimateLane,
+                                       &PlannerService::DoEstimateMemory>},
+      {"GenerateRecomputePlan",
+       &ServeMetered<&PlannerService::PlanLane,
+                     &PlannerService::DoGenerateRecomputePlan>},
+      {"CheckFit",
+       &ServeMetered<&PlannerService::FitLane, &PlannerService::DoCheckFit>},
+      {"FindMaxBatchSize", &ServeMetered<&PlannerService::MaxBatchLane,
+                                         &PlannerService::DoFindMaxBatchSize>},
+      {"GetMemoryFrontier",
+       &ServeMetered<&PlannerService::FrontierLane,
+                     &PlannerService::DoGetMemoryFrontier>},
+      {"ProfileOps", &ServeMetered<&PlannerService::ProfileLane,
+                                   &PlannerService::DoProfileOps>},
+      {"RegisterGraph", &ServeMetered<&PlannerService::RegisterLane,
+                                      &PlannerService::DoRegisterGraph>},
+  };
+  const std::string prefix =
+      absl::StrCat("/", v1::MemoryPlanner::service_full_name(), "/");
+  if (!absl::StartsWith(path, prefix)) return nullptr;
+  const absl::string_view method =
+      absl::string_view(path).substr(prefix.size());
+  for (const Route& route : kRoutes) {
+    if (method == route.method) return &route;
+  }
+  return nullptr;
 }
 
 PlannerService::Lane PlannerService::LaneFor(

@@ -76,6 +76,7 @@ class Echod {
                              &port_);
     builder.SetMaxReceiveMessageSize(64 << 20);
     builder.RegisterService(service_.get());
+    builder.RegisterCallbackGenericService(service_->gated_methods());
     server_ = builder.BuildAndStart();
     server_->GetHealthCheckService()->SetServingStatus(true);
   }

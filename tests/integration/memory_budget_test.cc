@@ -98,6 +98,92 @@ TEST(MemoryBudgetTest, ReservesRefusesAndGivesBack) {
   EXPECT_TRUE(unbounded.Reserve(int64_t{1} << 50).ok());
 }
 
+// Calls that wait for memory (the generic calls' reads, gated_call.h) get
+// it in the order they asked, each once releases make room.
+TEST(MemoryBudgetTest, WaitersAreGrantedFirstComeFirstServed) {
+  MemoryBudget budget(1000);
+  absl::StatusOr<MemoryBudget::Reservation> held = budget.Reserve(800);
+  ASSERT_TRUE(held.ok());
+  std::vector<std::string> order;
+  std::vector<MemoryBudget::Reservation> granted;
+  auto keep = [&](const char* name) {
+    return [&, name](MemoryBudget::Reservation reservation) {
+      order.push_back(name);
+      granted.push_back(std::move(reservation));
+    };
+  };
+  budget.Wait(500, keep("big"));
+  // Fits now, but waits behind the big one: small calls do not starve it.
+  budget.Wait(100, keep("small"));
+  EXPECT_EQ(budget.waiting(), 2);
+  EXPECT_TRUE(order.empty());
+  held->Release();
+  EXPECT_THAT(order, ::testing::ElementsAre("big", "small"));
+  EXPECT_EQ(budget.in_use_bytes(), 600);
+  EXPECT_EQ(budget.waiting(), 0);
+  // What fits behind no one is granted at once, on the caller's thread.
+  budget.Wait(400, keep("now"));
+  EXPECT_EQ(order.back(), "now");
+  EXPECT_EQ(budget.in_use_bytes(), 1000);
+  // More than the whole budget waits for all of it, not for ever.
+  granted.clear();
+  budget.Wait(5000, keep("huge"));
+  EXPECT_EQ(order.back(), "huge");
+  EXPECT_EQ(granted.back().bytes(), 1000);
+  // Unbounded: granted at once.
+  MemoryBudget unbounded(0);
+  bool ran = false;
+  unbounded.Wait(int64_t{1} << 50,
+                 [&](MemoryBudget::Reservation) { ran = true; });
+  EXPECT_TRUE(ran);
+}
+
+TEST(MemoryBudgetTest, ACancelledWaitIsNeverGranted) {
+  MemoryBudget budget(1000);
+  absl::StatusOr<MemoryBudget::Reservation> held = budget.Reserve(1000);
+  ASSERT_TRUE(held.ok());
+  int runs = 0;
+  const uint64_t ticket =
+      budget.Wait(300, [&](MemoryBudget::Reservation) { ++runs; });
+  EXPECT_TRUE(budget.CancelWait(ticket));
+  EXPECT_FALSE(budget.CancelWait(ticket));  // once only
+  held->Release();
+  EXPECT_EQ(runs, 0);
+  EXPECT_EQ(budget.in_use_bytes(), 0);
+  // A granted ticket cannot be cancelled: its holder owns the bytes.
+  const uint64_t granted =
+      budget.Wait(300, [&](MemoryBudget::Reservation) { ++runs; });
+  EXPECT_EQ(runs, 1);
+  EXPECT_FALSE(budget.CancelWait(granted));
+}
+
+// A read's reservation becomes the request's working set once its bytes
+// are known: smaller gives memory back (and wakes waiters), bigger needs
+// room.
+TEST(MemoryBudgetTest, ResizeShrinksOrGrowsWithinTheBudget) {
+  MemoryBudget budget(1000);
+  absl::StatusOr<MemoryBudget::Reservation> read = budget.Reserve(600);
+  ASSERT_TRUE(read.ok());
+  bool woken = false;
+  budget.Wait(700, [&](MemoryBudget::Reservation) { woken = true; });
+  EXPECT_FALSE(woken);
+  ASSERT_TRUE(read->Resize(200).ok());
+  EXPECT_TRUE(woken);  // 200 + 700 fit
+  EXPECT_EQ(read->bytes(), 200);
+  EXPECT_EQ(budget.in_use_bytes(), 200);  // the waiter's went with it
+  ASSERT_TRUE(read->Resize(900).ok());
+  const absl::Status too_big = read->Resize(1200);
+  EXPECT_THAT(std::string(too_big.message()),
+              HasSubstr("more than echod's whole budget"));
+  absl::StatusOr<MemoryBudget::Reservation> other = budget.Reserve(100);
+  ASSERT_TRUE(other.ok());
+  const absl::Status taken = read->Resize(950);
+  EXPECT_THAT(std::string(taken.message()),
+              HasSubstr("memory budget is taken"));
+  EXPECT_EQ(read->bytes(), 900);  // unchanged by a refusal
+  EXPECT_EQ(budget.in_use_bytes(), 1000);
+}
+
 // Eight concurrent ~10 MB estimates (each reserving ~200 MB) against 450
 // MiB for requests: some are refused at once, the rest answered, and the
 // process's high-water mark grows by less than the budget. Without it all

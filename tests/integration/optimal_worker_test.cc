@@ -562,6 +562,72 @@ void ExpectSigtermExitsWithinTheDrainTimeout(
   EXPECT_FALSE(call.get().ok());
 }
 
+// A process's peak resident set (VmHWM), in bytes.
+int64_t PeakResidentBytesOf(pid_t pid) {
+  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) << 10;
+  }
+  return 0;
+}
+
+// The methods that carry graphs read their request only once echod has
+// reserved --max_request_bytes for it (server/gated_call.h). With 96 MiB
+// for requests and 64 MiB requests, one is read at a time, so twelve
+// concurrent 50 MB requests hold one message and eleven 64 KiB windows:
+// echod peaked at 86-93 MiB. Before the gate gRPC read every one first
+// (394-412 MiB for twelve at 256 MiB without its quota, 282-465 with it).
+TEST(EchodProcessTest, ConcurrentLargeRequestsStayWithinTheRequestMemory) {
+  const std::string socket =
+      absl::StrCat(::testing::TempDir(), "/echod_read_", ::getpid(), ".sock");
+  // 192 MiB in all: 16 + 16 MiB of caches, 64 of echod's base, 96 for
+  // requests.
+  const pid_t echod =
+      StartEchod(socket, {"--log_level=error", "--graph_cache_bytes=16777216",
+                          "--answer_cache_bytes=16777216",
+                          "--memory_budget_bytes=201326592"});
+  ASSERT_GE(echod, 0);
+  client::ClientOptions options;
+  options.server = "unix://" + socket;
+  client::PlannerClient client(options);
+  ASSERT_TRUE(WaitFor(20, [&] { return client.Health("").ok(); }));
+  const std::string garbage(50 << 20, '\xff');  // not a request
+  std::vector<std::future<grpc::StatusCode>> calls;
+  for (int i = 0; i < 12; ++i) {
+    calls.push_back(std::async(std::launch::async, [&] {
+      // A channel each, as separate clients would.
+      return testing::RawUnaryCall(options.server, "EstimateMemory", garbage,
+                                   /*deadline_seconds=*/60)
+          .error_code();
+    }));
+  }
+  int refused = 0;
+  for (auto& call : calls) {
+    const grpc::StatusCode code = call.get();
+    // Refused by gRPC's quota or echod's budget, or read and found not to
+    // be a request: never served, never a crash.
+    EXPECT_TRUE(code == grpc::StatusCode::RESOURCE_EXHAUSTED ||
+                code == grpc::StatusCode::INVALID_ARGUMENT ||
+                code == grpc::StatusCode::UNAVAILABLE)
+        << code;
+    refused += code == grpc::StatusCode::RESOURCE_EXHAUSTED;
+  }
+  const int64_t peak = PeakResidentBytesOf(echod);
+  std::cout << "[ measured ] 12 concurrent 50 MB requests, 96 MiB for "
+               "requests: echod's peak RSS "
+            << (peak >> 20) << " MiB, " << refused << " RESOURCE_EXHAUSTED\n";
+  // Echod's own ~40 MiB and one message being read (at most 64 MiB): two
+  // at once would pass this.
+  EXPECT_LT(peak, int64_t{128} << 20);
+  // Still serving.
+  EXPECT_TRUE(client.Health("").ok());
+  ASSERT_EQ(::kill(echod, SIGTERM), 0);
+  int status = 0;
+  EXPECT_TRUE(
+      WaitFor(15, [&] { return ::waitpid(echod, &status, WNOHANG) == echod; }));
+}
+
 TEST(EchodProcessTest, SigtermWithOptimalInFlightExitsWithinTheDrainTimeout) {
   ExpectSigtermExitsWithinTheDrainTimeout(LongOptimalRequest());
 }
