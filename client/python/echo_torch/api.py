@@ -9,7 +9,7 @@ import torch
 import torch.nn as nn
 
 from echo_torch import capture as capture_lib
-from echo_torch.client import ServerUnavailable, unavailable_message
+from echo_torch.client import PlanningError, ServerUnavailable, unavailable_message
 from echo_torch.convert import ConvertedGraph
 from echo_torch.log import logger
 from echo_torch.optimizer_spec import gradients_held
@@ -19,27 +19,11 @@ from echo_torch.compile_backend import (EchoBackend, _echo_backend_of, _warn_ski
                                         backend)
 from echo_torch.hook_common import (  # noqa: F401 - default_device: re-exported
     REFERENCE_DEVICE, _capture_hint, _server_planner, _signature, default_device)
+from echo_torch.parallel import refuse_parallel_wrapper, refuse_sharded_layers, sharded_modules
 from echo_torch.planners import PlainPlanner
 
 __all__ = ["EchoModule", "EchoBackend", "PlanReport", "optimize", "backend", "report",
            "capture_graph"]
-
-
-def _refuse_data_parallel(model) -> None:
-    """A data-parallel wrapper's forward must run every step (DDP readies
-    its gradient all-reduce there); a captured graph would run only the
-    model inside it, and each rank would keep its own gradients."""
-    wrappers = [nn.parallel.DistributedDataParallel, nn.parallel.DataParallel]
-    try:
-        from torch.distributed.fsdp import FullyShardedDataParallel
-        wrappers.append(FullyShardedDataParallel)
-    except ImportError:
-        pass
-    if isinstance(model, tuple(wrappers)):
-        name = type(model).__name__
-        raise TypeError(f"echo_torch.optimize: the model is a {name}, whose forward must run "
-                        f"each step; optimize the module inside it instead: "
-                        f"{name}(echo_torch.optimize(module, ...))")
 
 
 def _hooked_modules(model: nn.Module) -> List[str]:
@@ -130,6 +114,21 @@ def unplanned_report(reason: str) -> PlanReport:
 _WRAPPER_CLASSES: Dict[type, type] = {}
 
 
+def _set_real_class(module, cls) -> None:
+    """Assigning __class__ sets the real class. A class derived from what
+    the wrapper's __class__ shows (fully_shard makes FSDP<class>(FSDPModule,
+    <class>) from it) derives from the wrapper's class in its place, so that
+    the module stays a wrapper."""
+    real = type(module)
+    shown = module.__class__
+    if issubclass(cls, shown) and not issubclass(cls, real):
+        bases = tuple(real if base is shown else base for base in cls.__bases__)
+        namespace = {key: value for key, value in vars(cls).items()
+                     if key not in ("__dict__", "__weakref__")}
+        cls = type(cls.__name__, bases, namespace)
+    object.__dict__["__class__"].__set__(module, cls)
+
+
 def _wrapper_class(wrapped: type) -> type:
     """The EchoModule subclass for modules of class `wrapped`: its forward
     has `wrapped.forward`'s signature, so that callers that read it (Hugging
@@ -148,10 +147,13 @@ def _wrapper_class(wrapped: type) -> type:
         name = f"EchoModule_{wrapped.__name__}"
         # isinstance(wrapper, wrapped) holds, as for the model itself (the
         # Trainer saves a PreTrainedModel with save_pretrained, which knows
-        # tied weights); type(wrapper) stays this class.
+        # tied weights); type(wrapper) stays this class. Assigning __class__
+        # still sets the real one (fully_shard makes the module an instance
+        # of an FSDP subclass of its class).
         cls = type(name, (EchoModule,), {"forward": forward, "__module__": __name__,
                                          "__qualname__": name,
-                                         "__class__": property(lambda self: wrapped)})
+                                         "__class__": property(lambda self: wrapped,
+                                                              _set_real_class)})
         _WRAPPER_CLASSES[wrapped] = cls
     return cls
 
@@ -298,7 +300,7 @@ class EchoModule(nn.Module):
         if self._entries:
             logger.info("echo_torch: new input signature for %s: capturing and planning "
                         "again", type(self.module).__name__)
-        elif key not in self._failures:
+        elif key not in self._failures and not sharded_modules(self.module):
             hooked = _hooked_modules(self.module)
             if hooked:
                 warnings.warn(
@@ -308,6 +310,7 @@ class EchoModule(nn.Module):
                     "only", RuntimeWarning, stacklevel=3)
         was_up = False
         try:
+            refuse_sharded_layers(self.module, PlanningError)
             if self._preflight is not None:
                 self._preflight()
                 was_up = True
@@ -415,7 +418,7 @@ def optimize(model: nn.Module, *, server: Optional[str] = None, policy: str = "A
                       "re-wrapping its inner module with the new options", RuntimeWarning,
                       stacklevel=2)
         model = model.module
-    _refuse_data_parallel(model)
+    refuse_parallel_wrapper(model)
     capture_lib.check_torch_version()
     preflight = None
     if planner is None:
