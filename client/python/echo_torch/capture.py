@@ -28,7 +28,7 @@ import torch.utils._pytree as pytree
 
 from echo_torch.convert import (JointGraph, PrimalInfo, ROLE_BUFFER, ROLE_INPUT,
                                 ROLE_PARAMETER)
-from echo_torch import chunked, dropout, hf_masks, ops
+from echo_torch import chunked_inductor, dropout, hf_masks, ops
 from echo_torch.programs import is_echo_module, program_of
 from echo_torch.log import logger
 
@@ -88,7 +88,7 @@ def _inductor_compile(gm, example_inputs):
         leaves = pytree.arg_tree_leaves(*output.args)
         output.meta["user_visible_output_idxs"] = [
             i for i, n in enumerate(leaves) if isinstance(n, torch.fx.Node)]
-    if chunked.lower_for_inductor(gm):
+    if chunked_inductor.lower_for_inductor(gm):
         # Without the Program it mirrors (a chunked step's runner holds
         # plan messages): Inductor's graph cache pickles the module.
         gm = torch.fx.GraphModule(gm, gm.graph)
