@@ -179,7 +179,7 @@ void ChunkedRegionToProto(const planner::Graph& request_graph,
     out->add_zero_input_tensor_ids(id);
   }
   out->set_block_rows(region.block_rows);
-  for (const planner::ChunkRegion::BlockOp& block : region.block_ops) {
+  for (const planner::ChunkedRegionReport::BlockOp& block : region.block_ops) {
     v1::ChunkedRegion::BlockOp* op = out->add_block_ops();
     op->set_op_id(request_graph.op(block.op).id);
     op->set_first_row(block.first_row);

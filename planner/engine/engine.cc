@@ -5,8 +5,8 @@
 #include "absl/strings/str_cat.h"
 #include "planner/batch.h"
 #include "planner/byte_size.h"
+#include "planner/compose/plan_composer.h"
 #include "planner/optimizer_step.h"
-#include "planner/recompute/recompute_planner.h"
 #include "planner/status_macros.h"
 
 namespace echo::engine {

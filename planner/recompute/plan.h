@@ -16,7 +16,6 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "planner/chunk/chunk_region.h"
 #include "planner/graph.h"
 #include "planner/memory_simulator.h"
 
@@ -179,8 +178,12 @@ struct ChunkedRegionReport {
   std::vector<TensorIndex> sliced_inputs;
   std::vector<TensorIndex> zero_inputs;
   // Steps' blocks and the summed tensors (chunk_region.h).
+  struct BlockOp {
+    OpIndex op = kNoOp;
+    int64_t first_row = 0;
+  };
   int64_t block_rows = 0;
-  std::vector<ChunkRegion::BlockOp> block_ops;
+  std::vector<BlockOp> block_ops;
   std::vector<TensorIndex> summed;
   // Tensors inside held rows last though [rows, rows] (chunk_region.h).
   std::vector<TensorIndex> rows_last;

@@ -1,9 +1,10 @@
-// One graph planned with one recompute policy (recompute_planner.cc), declared
-// apart so that AUTO's chunk composition (plan_with_chunks.cc) can call it.
+// One graph planned with one recompute policy (recompute_planner.cc): what
+// the composer of plan actions (planner/compose/) builds on.
 #ifndef ECHO_PLANNER_RECOMPUTE_PLAN_ONE_GRAPH_H_
 #define ECHO_PLANNER_RECOMPUTE_PLAN_ONE_GRAPH_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -12,6 +13,15 @@
 #include "planner/recompute/recompute_pass.h"
 
 namespace echo::planner {
+
+// The policy's pass, once the inputs and its options are valid.
+absl::StatusOr<const RecomputePass*> CheckedPass(
+    const Graph& graph, const std::vector<double>& op_costs,
+    const RecomputePlanOptions& options);
+
+// The plan in one line for people.
+std::string PlanMessage(const Graph& graph, const RecomputePlan& plan,
+                        const RecomputePlanOptions& options);
 
 // One graph's plan. `budget` carries what chunking changes: the request's
 // baseline (cost and peak) against which a chunked graph's plan is judged,

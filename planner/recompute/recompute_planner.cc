@@ -11,12 +11,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "planner/byte_size.h"
-#include "planner/chunk/chunk_search.h"
 #include "planner/cost_model.h"
 #include "planner/memory_simulator.h"
 #include "planner/recompute/plan_one_graph.h"
 #include "planner/recompute/plan_report.h"
-#include "planner/recompute/plan_with_chunks.h"
 #include "planner/recompute/recompute_pass.h"
 #include "planner/recompute/recompute_problem.h"
 #include "planner/status_macros.h"
@@ -79,16 +77,6 @@ absl::Status Validate(const Graph& graph, const std::vector<double>& op_costs,
   return ValidateMemoryModelOptions(options.memory);
 }
 
-// The policy's pass, once the inputs and its options are valid.
-absl::StatusOr<const RecomputePass*> CheckedPass(
-    const Graph& graph, const std::vector<double>& op_costs,
-    const RecomputePlanOptions& options) {
-  RETURN_IF_ERROR(Validate(graph, op_costs, options));
-  const RecomputePass& pass = RecomputePassFor(options.policy);
-  RETURN_IF_ERROR(pass.CheckOptions(options));
-  return &pass;
-}
-
 PassInput MakePassInput(const RecomputeProblem& problem,
                         const RecomputePlanOptions& options) {
   PassInput input{problem, options};
@@ -99,7 +87,17 @@ PassInput MakePassInput(const RecomputeProblem& problem,
   return input;
 }
 
-// The plan in one line for people.
+}  // namespace
+
+absl::StatusOr<const RecomputePass*> CheckedPass(
+    const Graph& graph, const std::vector<double>& op_costs,
+    const RecomputePlanOptions& options) {
+  RETURN_IF_ERROR(Validate(graph, op_costs, options));
+  const RecomputePass& pass = RecomputePassFor(options.policy);
+  RETURN_IF_ERROR(pass.CheckOptions(options));
+  return &pass;
+}
+
 std::string PlanMessage(const Graph& graph, const RecomputePlan& plan_in,
                         const RecomputePlanOptions& options) {
   const RecomputePlan* plan = &plan_in;
@@ -142,8 +140,6 @@ std::string PlanMessage(const Graph& graph, const RecomputePlan& plan_in,
   }
   return message;
 }
-
-}  // namespace
 
 absl::StatusOr<RecomputePlan> PlanOneGraph(const Graph& graph,
                                            const std::vector<double>& op_costs,
@@ -259,54 +255,6 @@ absl::StatusOr<PassOutput> RunRecomputePass(const Graph& graph,
   input.cost_budget = cost_budget;
   RETURN_IF_ERROR(pass->Precheck(input));
   return pass->Run(input);
-}
-
-absl::StatusOr<int64_t> PlanPeakLowerBound(
-    const Graph& graph, const RecomputePlanOptions& options) {
-  const ChunkRegionSearch found =
-      ChunkingApplies(options) ? FindChunkRegions(graph) : ChunkRegionSearch{};
-  return ChunkedPeakLowerBound(graph, found, options);
-}
-
-absl::StatusOr<int64_t> PlanStashLowerBound(const Graph& graph,
-                                            const std::vector<double>& op_costs,
-                                            const RecomputePlanOptions& options,
-                                            double cost_budget) {
-  RETURN_IF_ERROR(CheckedPass(graph, op_costs, options).status());
-  const RecomputeProblem problem(graph, op_costs, options.memory);
-  ASSIGN_OR_RETURN(const int64_t bound,
-                   StashLowerBound(problem, cost_budget, /*with_cut=*/false,
-                                   options.interrupted));
-  if (!ChunkingApplies(options)) return bound;
-  return std::max<int64_t>(
-      0,
-      bound - MaxChunkRelief(graph, FindChunkRegions(graph), options.memory));
-}
-
-absl::StatusOr<RecomputePlan> GenerateRecomputePlan(
-    const Graph& graph, const std::vector<double>& op_costs,
-    const RecomputePlanOptions& options) {
-  ASSIGN_OR_RETURN(const RecomputePass* pass,
-                   CheckedPass(graph, op_costs, options));
-  const auto start = std::chrono::steady_clock::now();
-  PlanBudget budget;
-  budget.baseline_cost = BaselineCost(graph, op_costs);
-  budget.baseline_peak = SimulatePlain(graph, options.memory).peak_bytes;
-  const bool chunking = ChunkingApplies(options);
-  const ChunkRegionSearch found =
-      chunking ? FindChunkRegions(graph) : ChunkRegionSearch{};
-  absl::StatusOr<RecomputePlan> planned =
-      found.regions.empty()
-          ? PlanOneGraph(graph, op_costs, options, *pass, budget)
-          : PlanWithChunks(graph, op_costs, options, *pass, budget, found);
-  if (!planned.ok()) return planned.status();
-  RecomputePlan& plan = *planned;
-  if (chunking) plan.chunking_notes = found.rejected;
-  plan.solve_time_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-          .count();
-  plan.message = PlanMessage(graph, plan, options);
-  return planned;
 }
 
 }  // namespace echo::planner

@@ -1,6 +1,8 @@
 // Recompute planning (docs/design.md sections 2-3): which forward feature maps
 // to stash and which to recompute in the backward pass, as an execution
-// schedule whose every number is reproduced by ReplaySchedule.
+// schedule whose every number is reproduced by ReplaySchedule. The entry
+// point, GenerateRecomputePlan, composes it with chunked loss regions:
+// planner/compose/plan_composer.h.
 //
 // Policies:
 //   kNone      the plain schedule: stash everything the backward reads.
@@ -31,30 +33,6 @@
 #include "planner/recompute/recompute_pass.h"
 
 namespace echo::planner {
-
-// op_costs: one non-negative cost per op (seconds or relative units).
-absl::StatusOr<RecomputePlan> GenerateRecomputePlan(
-    const Graph& graph, const std::vector<double>& op_costs,
-    const RecomputePlanOptions& options);
-
-// No plan GenerateRecomputePlan returns for `graph` with `options` peaks
-// lower: the least of PeakLowerBound of the graph and, where AUTO may chunk
-// (options.chunking), of the graph chunked in the most chunks AUTO may try
-// (which bounds the fewer). For searches that skip planning where nothing
-// can fit (schedule/).
-absl::StatusOr<int64_t> PlanPeakLowerBound(const Graph& graph,
-                                           const RecomputePlanOptions& options);
-
-// No AUTO plan GenerateRecomputePlan returns for `graph` with `options`
-// whose extra compute is within `cost_budget` (in op_costs' unit) stashes
-// less, and so none peaks lower (the stash is live at once where the
-// backward starts): StashLowerBound's knapsack bound (no cut: ~5 ms at
-// 100k ops), less what chunks can take off any step where AUTO may chunk.
-// For fit checks that skip planning where nothing within the budget fits.
-absl::StatusOr<int64_t> PlanStashLowerBound(const Graph& graph,
-                                            const std::vector<double>& op_costs,
-                                            const RecomputePlanOptions& options,
-                                            double cost_budget);
 
 // What GenerateRecomputePlan refuses before planning (bad inputs and
 // options: INVALID_ARGUMENT; an OPTIMAL model too big for the solver:

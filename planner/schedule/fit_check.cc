@@ -7,11 +7,11 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "planner/compose/plan_composer.h"
 #include "planner/cost_model.h"
 #include "planner/device_catalog.h"
 #include "planner/recompute/plan.h"
 #include "planner/recompute/plan_report.h"
-#include "planner/recompute/recompute_planner.h"
 #include "planner/status_macros.h"
 
 namespace echo::planner {

@@ -19,10 +19,10 @@
 #include "planner/byte_size.h"
 #include "planner/chunk/chunk_rewrite.h"
 #include "planner/chunk/chunk_search.h"
+#include "planner/compose/plan_composer.h"
 #include "planner/cost_model.h"
 #include "planner/device_catalog.h"
 #include "planner/memory_simulator.h"
-#include "planner/recompute/recompute_planner.h"
 
 namespace echo {
 namespace {

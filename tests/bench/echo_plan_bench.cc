@@ -54,10 +54,10 @@
 #include "model_graphs.h"
 #include "planner/byte_size.h"
 #include "planner/checkmate_import.h"
+#include "planner/compose/plan_composer.h"
 #include "planner/cost_model.h"
 #include "planner/device_catalog.h"
 #include "planner/recompute/plan_report.h"
-#include "planner/recompute/recompute_planner.h"
 #include "planner/text_format.h"
 
 namespace echo::bench {

@@ -25,10 +25,10 @@
 #include "absl/strings/str_split.h"
 #include "bench_flags.h"
 #include "planner/byte_size.h"
+#include "planner/compose/plan_composer.h"
 #include "planner/cost_model.h"
 #include "planner/device_catalog.h"
 #include "planner/memory_simulator.h"
-#include "planner/recompute/recompute_planner.h"
 #include "planner/schedule/fit_check.h"
 
 namespace echo::bench {

@@ -19,9 +19,9 @@
 #include "echo/v1/planner.pb.h"
 #include "fuzz_util.h"
 #include "google/protobuf/stubs/logging.h"
+#include "planner/compose/plan_composer.h"
 #include "planner/cost_model.h"
 #include "planner/memory_simulator.h"
-#include "planner/recompute/recompute_planner.h"
 
 namespace {
 

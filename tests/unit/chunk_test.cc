@@ -9,8 +9,8 @@
 #include "gtest/gtest.h"
 #include "planner/chunk/chunk_rewrite.h"
 #include "planner/chunk/chunk_search.h"
+#include "planner/compose/plan_composer.h"
 #include "planner/memory_simulator.h"
-#include "planner/recompute/recompute_planner.h"
 #include "test_util.h"
 
 namespace echo::planner {

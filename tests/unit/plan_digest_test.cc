@@ -18,9 +18,9 @@
 #include "adapter/graph_convert.h"
 #include "adapter/graph_file.h"
 #include "gtest/gtest.h"
+#include "planner/compose/plan_composer.h"
 #include "planner/cost_model.h"
 #include "planner/memory_simulator.h"
-#include "planner/recompute/recompute_planner.h"
 #include "test_util.h"
 
 namespace echo::planner {

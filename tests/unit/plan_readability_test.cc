@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "planner/compose/plan_composer.h"
 #include "planner/memory_simulator.h"
-#include "planner/recompute/recompute_planner.h"
 #include "tests/unit/random_graphs.h"
 #include "tests/unit/test_util.h"
 

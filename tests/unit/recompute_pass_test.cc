@@ -7,7 +7,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "planner/recompute/recompute_planner.h"
+#include "planner/compose/plan_composer.h"
 #include "planner/schedule/fit_check.h"
 #include "test_util.h"
 

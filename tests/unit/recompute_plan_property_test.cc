@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "planner/compose/plan_composer.h"
 #include "planner/memory_simulator.h"
 #include "planner/recompute/plan_report.h"
-#include "planner/recompute/recompute_planner.h"
 #include "planner/recompute/recompute_problem.h"
 #include "planner/recompute/search/auto_recompute.h"
 #include "random_graphs.h"

@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "planner/recompute/recompute_planner.h"
+#include "planner/compose/plan_composer.h"
 #include "planner/recompute/recompute_problem.h"
 #include "planner/recompute/search/auto_recompute.h"
 #include "test_util.h"

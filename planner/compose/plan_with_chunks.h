@@ -1,7 +1,7 @@
-// AUTO's composition with chunked loss regions (plan_with_chunks.cc), apart
-// from planning one graph: a first step of moving it above both (issue 50).
-#ifndef ECHO_PLANNER_RECOMPUTE_PLAN_WITH_CHUNKS_H_
-#define ECHO_PLANNER_RECOMPUTE_PLAN_WITH_CHUNKS_H_
+// AUTO's plans with chunked loss regions (plan_with_chunks.cc): the graph
+// planned with each region run in more chunks while the plan improves.
+#ifndef ECHO_PLANNER_COMPOSE_PLAN_WITH_CHUNKS_H_
+#define ECHO_PLANNER_COMPOSE_PLAN_WITH_CHUNKS_H_
 
 #include <cstdint>
 #include <vector>
@@ -37,4 +37,4 @@ absl::StatusOr<RecomputePlan> PlanWithChunks(
 
 }  // namespace echo::planner
 
-#endif  // ECHO_PLANNER_RECOMPUTE_PLAN_WITH_CHUNKS_H_
+#endif  // ECHO_PLANNER_COMPOSE_PLAN_WITH_CHUNKS_H_

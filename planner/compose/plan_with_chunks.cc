@@ -1,6 +1,6 @@
-// AUTO's composition with chunked loss regions, apart from planning one graph
-// (recompute_planner.cc): a first step of moving it above both (issue 50).
-#include "planner/recompute/plan_with_chunks.h"
+// AUTO's plans with chunked loss regions: recompute plans (planner/recompute/)
+// of the graph with its regions chunked (planner/chunk/), weighed together.
+#include "planner/compose/plan_with_chunks.h"
 
 #include <algorithm>
 #include <memory>
@@ -62,7 +62,9 @@ void DescribeChunks(const Graph& graph, const ChunkRegionSearch& found,
     report.sliced_inputs = region.sliced_inputs;
     report.zero_inputs = region.zero_inputs;
     report.block_rows = region.block_rows;
-    report.block_ops = region.block_ops;
+    for (const ChunkRegion::BlockOp& block : region.block_ops) {
+      report.block_ops.push_back({block.op, block.first_row});
+    }
     report.summed = region.summed;
     report.rows_last = region.rows_last;
     report.explanation = absl::StrFormat(
