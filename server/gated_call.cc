@@ -23,6 +23,9 @@ PlannerService::GatedCall::GatedCall(
   call_ =
       RawCall{context,
               [this](const grpc::Status& status) {
+                // The request's bytes go with its reservation, not when
+                // gRPC is done sending the answer.
+                request_.Clear();
                 if (status.ok()) {
                   StartWriteAndFinish(&response_, grpc::WriteOptions(), status);
                 } else {
@@ -71,12 +74,19 @@ void PlannerService::GatedCall::Abandon(uint64_t ticket) {
 
 void PlannerService::GatedCall::OnReadDone(bool ok) {
   if (!ok) {
+    // gRPC also ends the read of a request over --max_request_bytes (the
+    // client gets RESOURCE_EXHAUSTED from it).
     absl::Status stopped = service_->InterruptFor(call_.context)();
     if (stopped.ok()) {
       stopped = absl::InvalidArgumentError(absl::StrCat(
           call_.method, ": the call ended before its request message"));
     }
-    service_->Complete(call_, stopped);
+    service_->Complete(
+        call_,
+        absl::Status(stopped.code(),
+                     absl::StrCat(stopped.message(),
+                                  " (before its request was read; a request "
+                                  "over --max_request_bytes ends so too)")));
     return;
   }
   route_->serve(service_, call_);

@@ -37,7 +37,7 @@ class PlannerService::GatedCall : public grpc::ServerGenericBidiReactor {
 
   PlannerService* service_;
   const Route* route_;
-  RawCall call_;
+  RawCall call_{};
   grpc::ByteBuffer request_;
   grpc::ByteBuffer response_;
   std::atomic<uint64_t> ticket_{0};  // 0 until the wait is queued

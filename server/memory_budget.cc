@@ -96,6 +96,7 @@ absl::Status MemoryBudget::Reservation::Resize(int64_t bytes) {
     std::lock_guard<std::mutex> lock(budget_->mutex_);
     RETURN_IF_ERROR(budget_->CheckFits(bytes, budget_->in_use_bytes_ - bytes_));
     budget_->in_use_bytes_ += bytes - bytes_;
+    budget_->Observe();
   }
   bytes_ = bytes;
   return absl::OkStatus();
@@ -129,6 +130,7 @@ absl::StatusOr<MemoryBudget::Reservation> MemoryBudget::Reserve(int64_t bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
   RETURN_IF_ERROR(CheckFits(bytes, in_use_bytes_));
   in_use_bytes_ += bytes;
+  Observe();
   reservation.budget_ = this;
   reservation.bytes_ = bytes;
   return reservation;
@@ -142,6 +144,7 @@ uint64_t MemoryBudget::Wait(int64_t bytes, Granted granted) {
     if (capacity_bytes_ > 0) {
       waiters_.push_back(
           Waiter{ticket, std::min(bytes, capacity_bytes_), std::move(granted)});
+      Observe();
     }
   }
   if (capacity_bytes_ <= 0) {
@@ -153,14 +156,20 @@ uint64_t MemoryBudget::Wait(int64_t bytes, Granted granted) {
 }
 
 bool MemoryBudget::CancelWait(uint64_t ticket) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (auto it = waiters_.begin(); it != waiters_.end(); ++it) {
-    if (it->ticket == ticket) {
-      waiters_.erase(it);
-      return true;
-    }
+  bool was_first = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = std::find_if(
+        waiters_.begin(), waiters_.end(),
+        [ticket](const Waiter& waiter) { return waiter.ticket == ticket; });
+    if (it == waiters_.end()) return false;
+    was_first = it == waiters_.begin();
+    waiters_.erase(it);
+    Observe();
   }
-  return false;
+  // The ones behind it may fit now.
+  if (was_first) GrantWaiters();
+  return true;
 }
 
 void MemoryBudget::GrantWaiters() {
@@ -177,6 +186,7 @@ void MemoryBudget::GrantWaiters() {
       granted.emplace_back(std::move(waiter.granted), std::move(reservation));
       waiters_.pop_front();
     }
+    if (!granted.empty()) Observe();
   }
   for (auto& [callback, reservation] : granted) {
     callback(std::move(reservation));
@@ -197,6 +207,7 @@ void MemoryBudget::Release(int64_t bytes) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     in_use_bytes_ -= bytes;
+    Observe();
   }
   if (bytes >= kTrimAfterBytes) trim_pending_ = true;
   GrantWaiters();

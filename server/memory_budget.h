@@ -12,6 +12,7 @@
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "google/protobuf/descriptor.h"
@@ -93,6 +94,12 @@ class MemoryBudget {
   // never runs. False when it was granted already (or is unknown).
   bool CancelWait(uint64_t ticket);
 
+  // Told the bytes in use and the calls waiting after every change, under
+  // the budget's lock (so in order): it must not call the budget. Set it
+  // before the budget is shared.
+  using Observer = std::function<void(int64_t in_use_bytes, int waiting)>;
+  void SetObserver(Observer observer) { observer_ = std::move(observer); }
+
   int64_t capacity_bytes() const { return capacity_bytes_; }
   int64_t in_use_bytes() const;
   // Calls in Wait not granted yet.
@@ -116,12 +123,17 @@ class MemoryBudget {
   void Release(int64_t bytes);
   // Grants the waiters at the head that fit now, outside the lock.
   void GrantWaiters();
+  // Tells the observer. Under mutex_.
+  void Observe() const {
+    if (observer_) observer_(in_use_bytes_, static_cast<int>(waiters_.size()));
+  }
 
   const int64_t capacity_bytes_;
   mutable std::mutex mutex_;
   int64_t in_use_bytes_ = 0;
   std::deque<Waiter> waiters_;
   uint64_t next_ticket_ = 1;
+  Observer observer_;
   std::atomic<bool> trim_pending_{false};
 };
 

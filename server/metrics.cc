@@ -114,7 +114,26 @@ ServerMetrics::ServerMetrics(std::shared_ptr<prometheus::Registry> registry)
                           .Name("echo_planning_worker_crashes_total")
                           .Help("Requests whose planning worker process "
                                 "crashed (answered INTERNAL), by method")
-                          .Register(*registry_)) {}
+                          .Register(*registry_)),
+      request_memory_bytes_(
+          prometheus::BuildGauge()
+              .Name("echo_request_memory_bytes")
+              .Help("Memory reserved by the requests in flight, of the "
+                    "budget for requests")
+              .Register(*registry_)
+              .Add({})),
+      requests_waiting_for_memory_(
+          prometheus::BuildGauge()
+              .Name("echo_requests_waiting_for_memory")
+              .Help("Admitted calls waiting for memory before their request "
+                    "is read")
+              .Register(*registry_)
+              .Add({})) {}
+
+void ServerMetrics::SetRequestMemory(int64_t in_use_bytes, int waiting_calls) {
+  request_memory_bytes_.Set(static_cast<double>(in_use_bytes));
+  requests_waiting_for_memory_.Set(waiting_calls);
+}
 
 CacheMetrics ServerMetrics::ForCache(const std::string& cache) {
   const std::map<std::string, std::string> labels = {{"cache", cache}};

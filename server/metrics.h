@@ -3,6 +3,7 @@
 #ifndef ECHO_SERVER_METRICS_H_
 #define ECHO_SERVER_METRICS_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -45,6 +46,9 @@ class ServerMetrics {
   void RecordFrontier(int points, int plans_evaluated);
   // A planning worker (contained_call.h) crashed serving `method`.
   void RecordWorkerCrash(const std::string& method);
+  // The requests' memory (memory_budget.h): bytes reserved by requests in
+  // flight, and calls waiting for memory before their request is read.
+  void SetRequestMemory(int64_t in_use_bytes, int waiting_calls);
   // echo_cache_{entries,bytes} and echo_cache_{hits,misses,evictions}_total
   // of the cache named `cache`.
   CacheMetrics ForCache(const std::string& cache);
@@ -71,6 +75,8 @@ class ServerMetrics {
   prometheus::Family<prometheus::Counter>& cache_misses_;
   prometheus::Family<prometheus::Counter>& cache_evictions_;
   prometheus::Family<prometheus::Counter>& worker_crashes_;
+  prometheus::Gauge& request_memory_bytes_;
+  prometheus::Gauge& requests_waiting_for_memory_;
 };
 
 }  // namespace echo::server

@@ -42,6 +42,11 @@ PlannerService::PlannerService(PlannerServiceOptions options,
       registry_(std::make_unique<GraphRegistry>(
           options_.graph_cache_bytes, options_.answer_cache_bytes, metrics)) {
   budget_ = std::make_unique<MemoryBudget>(RequestMemoryBytes(options_));
+  if (metrics_ != nullptr) {
+    budget_->SetObserver([metrics = metrics_](int64_t in_use, int waiting) {
+      metrics->SetRequestMemory(in_use, waiting);
+    });
+  }
   gated_methods_ = std::make_unique<GatedMethods>(this);
   int threads = options_.worker_threads;
   if (threads <= 0) threads = std::max(1, options_.host.cpus);
@@ -63,13 +68,15 @@ planner::Interrupt PlannerService::InterruptFor(
     if (std::chrono::system_clock::now() > deadline) {
       return absl::DeadlineExceededError("the call's deadline passed");
     }
-    if (context->IsCancelled()) {
-      return absl::CancelledError("the client cancelled the call");
-    }
+    // The drain before the client: past the drain's timeout gRPC's
+    // Shutdown cancels the calls left, and the log should say why.
     if (draining_ && std::chrono::steady_clock::now() >= abort_at_) {
       return absl::UnavailableError(
           "echod is shutting down and its drain timeout passed; retry on "
           "another node");
+    }
+    if (context->IsCancelled()) {
+      return absl::CancelledError("the client cancelled the call");
     }
     return absl::OkStatus();
   };

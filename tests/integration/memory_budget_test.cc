@@ -102,6 +102,10 @@ TEST(MemoryBudgetTest, ReservesRefusesAndGivesBack) {
 // it in the order they asked, each once releases make room.
 TEST(MemoryBudgetTest, WaitersAreGrantedFirstComeFirstServed) {
   MemoryBudget budget(1000);
+  std::vector<std::pair<int64_t, int>> observed;  // what the metrics see
+  budget.SetObserver([&observed](int64_t in_use, int waiting) {
+    observed.emplace_back(in_use, waiting);
+  });
   absl::StatusOr<MemoryBudget::Reservation> held = budget.Reserve(800);
   ASSERT_TRUE(held.ok());
   std::vector<std::string> order;
@@ -121,6 +125,11 @@ TEST(MemoryBudgetTest, WaitersAreGrantedFirstComeFirstServed) {
   EXPECT_THAT(order, ::testing::ElementsAre("big", "small"));
   EXPECT_EQ(budget.in_use_bytes(), 600);
   EXPECT_EQ(budget.waiting(), 0);
+  // Reserved, two waiting, released, both granted.
+  EXPECT_THAT(observed, ::testing::ElementsAre(
+                            ::testing::Pair(800, 0), ::testing::Pair(800, 1),
+                            ::testing::Pair(800, 2), ::testing::Pair(0, 2),
+                            ::testing::Pair(600, 0)));
   // What fits behind no one is granted at once, on the caller's thread.
   budget.Wait(400, keep("now"));
   EXPECT_EQ(order.back(), "now");
@@ -150,6 +159,16 @@ TEST(MemoryBudgetTest, ACancelledWaitIsNeverGranted) {
   held->Release();
   EXPECT_EQ(runs, 0);
   EXPECT_EQ(budget.in_use_bytes(), 0);
+  // Cancelling the first waiter lets the ones behind it that fit go.
+  absl::StatusOr<MemoryBudget::Reservation> most = budget.Reserve(600);
+  ASSERT_TRUE(most.ok());
+  const uint64_t big = budget.Wait(500, [&](MemoryBudget::Reservation) {});
+  bool small_granted = false;
+  budget.Wait(300, [&](MemoryBudget::Reservation) { small_granted = true; });
+  EXPECT_FALSE(small_granted);  // behind the big one
+  EXPECT_TRUE(budget.CancelWait(big));
+  EXPECT_TRUE(small_granted);
+  most->Release();
   // A granted ticket cannot be cancelled: its holder owns the bytes.
   const uint64_t granted =
       budget.Wait(300, [&](MemoryBudget::Reservation) { ++runs; });

@@ -172,6 +172,9 @@ TEST_F(ServerTest, MetricsCountRequestsByMethodAndCode) {
   EXPECT_THAT(metrics, HasSubstr("echo_estimated_peak_bytes_count 1"));
   EXPECT_THAT(metrics, HasSubstr("echo_graph_ops_sum{method="
                                  "\"EstimateMemory\"} 45"));
+  // Both calls gave their memory back, and none waits.
+  EXPECT_THAT(metrics, HasSubstr("echo_request_memory_bytes 0\n"));
+  EXPECT_THAT(metrics, HasSubstr("echo_requests_waiting_for_memory 0\n"));
 }
 
 // Replays a served plan with the planner's checker: the schedule must be
