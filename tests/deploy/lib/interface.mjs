@@ -94,6 +94,9 @@ export const METRICS = {
                          values: { recompute: ["none", "auto"] } },
   echo_scheduler_plans_evaluated: { type: "histogram", labels: ["method"] },
   echo_frontier_points: { type: "histogram", labels: [] },
+  // The requests' memory (docs/operations.md "Memory per request").
+  echo_request_memory_bytes: { type: "gauge", labels: [] },
+  echo_requests_waiting_for_memory: { type: "gauge", labels: [] },
 };
 
 // Series from outside echod that the alerts may use.
