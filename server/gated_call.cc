@@ -63,30 +63,28 @@ void PlannerService::GatedCall::OnCancel() {
 void PlannerService::GatedCall::Abandon(uint64_t ticket) {
   // Only one of OnCancel and the constructor removes the ticket.
   if (!service_->budget_->CancelWait(ticket)) return;
+  EndUnread(absl::CancelledError("the call was cancelled"),
+            " while it waited for echod's memory budget, before its request "
+            "was read");
+}
+
+void PlannerService::GatedCall::EndUnread(absl::Status otherwise,
+                                          absl::string_view when) {
   absl::Status stopped = service_->InterruptFor(call_.context)();
-  if (stopped.ok()) stopped = absl::CancelledError("the call was cancelled");
+  if (stopped.ok()) stopped = std::move(otherwise);
   service_->Complete(
-      call_, absl::Status(stopped.code(),
-                          absl::StrCat(stopped.message(),
-                                       " while it waited for echod's memory "
-                                       "budget, before its request was read")));
+      call_,
+      absl::Status(stopped.code(), absl::StrCat(stopped.message(), when)));
 }
 
 void PlannerService::GatedCall::OnReadDone(bool ok) {
   if (!ok) {
     // gRPC also ends the read of a request over --max_request_bytes (the
     // client gets RESOURCE_EXHAUSTED from it).
-    absl::Status stopped = service_->InterruptFor(call_.context)();
-    if (stopped.ok()) {
-      stopped = absl::InvalidArgumentError(absl::StrCat(
-          call_.method, ": the call ended before its request message"));
-    }
-    service_->Complete(
-        call_,
-        absl::Status(stopped.code(),
-                     absl::StrCat(stopped.message(),
-                                  " (before its request was read; a request "
-                                  "over --max_request_bytes ends so too)")));
+    EndUnread(absl::InvalidArgumentError(absl::StrCat(
+                  call_.method, ": the call ended before its request message")),
+              " (before its request was read; a request over "
+              "--max_request_bytes ends so too)");
     return;
   }
   route_->serve(service_, call_);

@@ -12,6 +12,8 @@
 #include <atomic>
 #include <cstdint>
 
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "server/memory_budget.h"
@@ -34,6 +36,9 @@ class PlannerService::GatedCall : public grpc::ServerGenericBidiReactor {
   // Ends a call still waiting for memory (cancelled, or past its deadline);
   // nothing when its memory was granted already (its read then fails).
   void Abandon(uint64_t ticket);
+  // Completes a call whose request was never read: with what stopped it
+  // (deadline, cancel, drain), else `otherwise`; `when` ends the message.
+  void EndUnread(absl::Status otherwise, absl::string_view when);
 
   PlannerService* service_;
   const Route* route_;

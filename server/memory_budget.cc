@@ -125,12 +125,17 @@ absl::Status MemoryBudget::CheckFits(int64_t bytes,
 }
 
 absl::StatusOr<MemoryBudget::Reservation> MemoryBudget::Reserve(int64_t bytes) {
-  Reservation reservation;
-  if (capacity_bytes_ <= 0) return reservation;
+  if (capacity_bytes_ <= 0) return Reservation();
   std::lock_guard<std::mutex> lock(mutex_);
   RETURN_IF_ERROR(CheckFits(bytes, in_use_bytes_));
-  in_use_bytes_ += bytes;
+  Reservation reservation = Take(bytes);
   Observe();
+  return reservation;
+}
+
+MemoryBudget::Reservation MemoryBudget::Take(int64_t bytes) {
+  in_use_bytes_ += bytes;
+  Reservation reservation;
   reservation.budget_ = this;
   reservation.bytes_ = bytes;
   return reservation;
@@ -179,11 +184,7 @@ void MemoryBudget::GrantWaiters() {
     while (!waiters_.empty() &&
            in_use_bytes_ + waiters_.front().bytes <= capacity_bytes_) {
       Waiter& waiter = waiters_.front();
-      in_use_bytes_ += waiter.bytes;
-      Reservation reservation;
-      reservation.budget_ = this;
-      reservation.bytes_ = waiter.bytes;
-      granted.emplace_back(std::move(waiter.granted), std::move(reservation));
+      granted.emplace_back(std::move(waiter.granted), Take(waiter.bytes));
       waiters_.pop_front();
     }
     if (!granted.empty()) Observe();

@@ -121,6 +121,8 @@ class MemoryBudget {
   // besides the caller's own; OK when they fit. Under mutex_.
   absl::Status CheckFits(int64_t bytes, int64_t others_bytes) const;
   void Release(int64_t bytes);
+  // `bytes` more in use, held by the reservation returned. Under mutex_.
+  Reservation Take(int64_t bytes);
   // Grants the waiters at the head that fit now, outside the lock.
   void GrantWaiters();
   // Tells the observer. Under mutex_.
