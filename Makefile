@@ -11,11 +11,13 @@ METRICS_ADDRESS ?= 127.0.0.1:9464
 RUN_PACKAGES := build-essential cmake pkg-config libgrpc++-dev \
   protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev \
   prometheus-cpp-dev libspdlog-dev nlohmann-json3-dev coinor-libcbc-dev \
-  libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev libssl-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev libssl-dev \
+  libsqlite3-dev
 # openssl: the security tests make a throwaway CA at test time; chromium:
-# echoctl report's page is loaded headless (tests/e2e/report_test.sh).
+# echoctl report's page is loaded headless (tests/e2e/report_test.sh);
+# sqlite3: the profile cache test reads the database as a user would.
 TEST_PACKAGES := $(RUN_PACKAGES) python3 python3-venv python3-pip python3-dev curl \
-  clang-format openssl chromium
+  clang-format openssl chromium sqlite3
 # The PyTorch hook's tests: a venv with torch (CPU build) and echo-torch
 # (python3-dev: TorchInductor compiles C++ against Python.h),
 # installed the way README tells users to.

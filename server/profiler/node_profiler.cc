@@ -121,9 +121,14 @@ absl::StatusOr<std::unique_ptr<NodeProfiler>> NodeProfiler::Create(
   const CacheLoadReport& report = profiler->load_report_;
   if (!report.error.empty()) {
     spdlog::warn("{}", report.error);
-  } else if (report.file_found) {
-    spdlog::info("profile cache {}: {} entries", profiler->cache_.path(),
-                 report.entries);
+  } else if (report.file_found || report.imported_entries > 0) {
+    spdlog::info(
+        "profile cache {}: {} entries{}", profiler->cache_.path(),
+        report.entries,
+        report.imported_entries == 0
+            ? ""
+            : absl::StrCat(" (", report.imported_entries, " imported from ",
+                           kLegacyCacheFileName, ")"));
   }
   profiler->metrics_->SetEntries(profiler->cache_.size());
   spdlog::debug("profiler: {}; timer: {}; profiling {}",
@@ -140,7 +145,10 @@ NodeProfiler::NodeProfiler(NodeProfilerOptions options, GpuDiscovery discovery,
     : options_(std::move(options)),
       discovery_(std::move(discovery)),
       timer_(std::move(timer)),
-      cache_(std::move(cache_path), options_.max_cache_entries) {
+      cache_(cache_path, options_.max_cache_entries,
+             cache_path.empty() ? ""
+                                : absl::StrCat(options_.cache_dir, "/",
+                                               kLegacyCacheFileName)) {
   if (registry == nullptr) {
     own_registry_ = std::make_shared<prometheus::Registry>();
     registry = own_registry_.get();
@@ -174,7 +182,7 @@ absl::Status NodeProfiler::CheckAvailable() const {
 
 std::string NodeProfiler::CacheKey(const planner::Graph& graph,
                                    planner::OpIndex op) const {
-  return absl::StrCat(device_key_, "|", planner::OpSignature(graph, op));
+  return planner::OpSignature(graph, op);
 }
 
 int64_t NodeProfiler::cache_entries() const {
@@ -278,7 +286,7 @@ absl::StatusOr<planner::ProfileReport> NodeProfiler::ProfileOps(
       cached = it->second;
     } else if (!force) {
       std::lock_guard<std::mutex> cache_lock(cache_mutex_);
-      cached = cache_.Get(key);
+      cached = cache_.Get(device_key_, key);
       metrics_->RecordLookup(cached.has_value());
     }
     if (cached) {
@@ -323,15 +331,16 @@ absl::Status NodeProfiler::LockProfiler(
 void NodeProfiler::StoreTimes(
     const absl::flat_hash_map<std::string, double>& timed) {
   if (timed.empty()) return;
-  std::string contents;
+  std::vector<StoredTiming> changes;
   {
     std::lock_guard<std::mutex> cache_lock(cache_mutex_);
-    for (const auto& [key, seconds] : timed) cache_.Put(key, seconds);
+    for (const auto& [op, seconds] : timed)
+      cache_.Put(device_key_, op, seconds);
     metrics_->SetEntries(cache_.size());
-    if (!cache_.path().empty()) contents = cache_.Serialize();
+    changes = cache_.TakeChanges();
   }
-  if (contents.empty()) return;
-  if (absl::Status s = WriteFileAtomically(cache_.path(), contents); !s.ok()) {
+  // Outside the lock: lookups of plans go on while the save syncs.
+  if (absl::Status s = cache_.Write(changes); !s.ok()) {
     spdlog::warn("cannot save the profile cache: {}", std::string(s.message()));
   }
 }
@@ -342,7 +351,7 @@ std::optional<double> NodeProfiler::Lookup(const planner::Graph& graph,
   std::optional<double> seconds;
   {
     std::lock_guard<std::mutex> lock(cache_mutex_);
-    seconds = cache_.Get(CacheKey(graph, op));
+    seconds = cache_.Get(device_key_, CacheKey(graph, op));
   }
   // A miss counts only for ops the profiler would time; ops the model
   // estimates well are never expected in the cache.

@@ -33,7 +33,7 @@ namespace echo::server {
 
 struct NodeProfilerOptions {
   bool enable_profiling = false;
-  // Where profile_cache.v1 lives; empty: in memory only.
+  // Where profile_cache.db lives; empty: in memory only.
   std::string cache_dir;
   // Of the device memory free at the time of each op, in (0, 1].
   double memory_fraction = 0.1;
@@ -47,7 +47,10 @@ class ProfilerMetrics;
 
 class NodeProfiler : public planner::ProfiledTimes {
  public:
-  static constexpr absl::string_view kCacheFileName = "profile_cache.v1";
+  // The SQLite database (profile_store.h), and the text file of echod
+  // before it, imported once.
+  static constexpr absl::string_view kCacheFileName = "profile_cache.db";
+  static constexpr absl::string_view kLegacyCacheFileName = "profile_cache.v1";
 
   // timer == nullptr: the CUDA timer when built with CUDA and a GPU is
   // present, else none (ProfileOps then fails with FAILED_PRECONDITION).
@@ -113,6 +116,7 @@ class NodeProfiler : public planner::ProfiledTimes {
   }
   // Why profiling cannot run, or OK.
   absl::Status CheckAvailable() const;
+  // The cache's key of `op` on this node's device: its signature.
   std::string CacheKey(const planner::Graph& graph, planner::OpIndex op) const;
   // Waits up to `budget` for profile_mutex_, polling `interrupted`.
   absl::Status LockProfiler(std::unique_lock<std::timed_mutex>& lock,

@@ -1,278 +1,199 @@
 #include "server/profiler/profile_cache.h"
 
-#include <dirent.h>
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
-#include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <vector>
 
-#include "absl/strings/escaping.h"
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
+#include "server/profiler/legacy_profile_cache.h"
 
 namespace echo::server {
 namespace {
 
-constexpr absl::string_view kHeader = "echo-profile-cache 2";
-constexpr absl::string_view kHeaderV1 = "echo-profile-cache 1";
-constexpr absl::string_view kChecksumPrefix = "checksum ";
-
-uint64_t Fnv1a64(absl::string_view data) {
-  uint64_t hash = 14695981039346656037ull;
-  for (unsigned char c : data) {
-    hash ^= c;
-    hash *= 1099511628211ull;
-  }
-  return hash;
-}
-
-absl::Status ErrnoError(absl::string_view what, const std::string& path) {
-  return absl::InternalError(
-      absl::StrCat(what, " ", path, ": ", std::strerror(errno)));
-}
-
-// One entry line: "<seconds>\t<C-escaped key>", then in version 2 a tab and
-// the FNV-1a 64 of what precedes it. False when the line does not hold.
-bool ParseEntry(absl::string_view line, bool with_checksum, std::string* key,
-                double* seconds) {
-  if (with_checksum) {
-    const size_t tab = line.rfind('\t');
-    uint64_t checksum = 0;
-    if (tab == absl::string_view::npos ||
-        !absl::SimpleHexAtoi(line.substr(tab + 1), &checksum) ||
-        checksum != Fnv1a64(line.substr(0, tab))) {
-      return false;
-    }
-    line = line.substr(0, tab);
-  }
-  std::pair<absl::string_view, absl::string_view> fields =
-      absl::StrSplit(line, absl::MaxSplits('\t', 1));
-  return absl::SimpleAtod(fields.first, seconds) && std::isfinite(*seconds) &&
-         *seconds >= 0 && absl::CUnescape(fields.second, key);
-}
-
-std::string DirName(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  return slash == 0 ? "/" : path.substr(0, slash);
-}
-
-std::string BaseName(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
-std::string TempSuffixPrefix(const std::string& path) {
-  return BaseName(path) + ".tmp.";
-}
-
-void RemoveStaleTempFiles(const std::string& path) {
-  const std::string dir = DirName(path);
-  const std::string prefix = TempSuffixPrefix(path);
-  DIR* handle = opendir(dir.c_str());
-  if (handle == nullptr) return;
-  while (const dirent* entry = readdir(handle)) {
-    if (absl::StartsWith(entry->d_name, prefix)) {
-      unlink((dir + "/" + entry->d_name).c_str());
+// Renames `path` and SQLite's files beside it (-wal, -shm) to `suffix`.
+void MoveAside(const std::string& path, const std::string& suffix) {
+  for (const char* part : {"", "-wal", "-shm"}) {
+    const std::string from = path + part;
+    std::error_code ignored;
+    if (std::filesystem::exists(from, ignored)) {
+      std::filesystem::rename(from, path + suffix + part, ignored);
     }
   }
-  closedir(handle);
+}
+
+void AddError(CacheLoadReport* report, const std::string& error) {
+  report->error =
+      report->error.empty() ? error : absl::StrCat(report->error, "; ", error);
 }
 
 }  // namespace
 
-absl::Status WriteFileAtomically(const std::string& path,
-                                 absl::string_view contents) {
-  static std::atomic<int64_t> counter{0};
-  const std::string temp =
-      absl::StrCat(path, ".tmp.", getpid(), ".", counter.fetch_add(1));
-  // Owner-only: the cache says which kernels this node runs and how fast.
-  const int fd =
-      open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) return ErrnoError("cannot create", temp);
-  absl::Status status;
-  size_t written = 0;
-  while (status.ok() && written < contents.size()) {
-    const ssize_t n =
-        write(fd, contents.data() + written, contents.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) status = ErrnoError("cannot write", temp);
-    if (n > 0) written += static_cast<size_t>(n);
-  }
-  if (status.ok() && fsync(fd) != 0) status = ErrnoError("cannot fsync", temp);
-  if (close(fd) != 0 && status.ok()) status = ErrnoError("cannot close", temp);
-  if (status.ok() && rename(temp.c_str(), path.c_str()) != 0) {
-    status = ErrnoError("cannot rename to", path);
-  }
-  if (!status.ok()) {
-    unlink(temp.c_str());
-    return status;
-  }
-  // The rename is durable only once the directory entry is.
-  const std::string dir = DirName(path);
-  const int dir_fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd < 0) return ErrnoError("cannot open directory", dir);
-  if (fsync(dir_fd) != 0) status = ErrnoError("cannot fsync directory", dir);
-  close(dir_fd);
-  return status;
+ProfileCache::ProfileCache(std::string path, int64_t max_entries,
+                           std::string legacy_path)
+    : path_(std::move(path)),
+      max_entries_(std::max<int64_t>(max_entries, 1)),
+      legacy_path_(std::move(legacy_path)) {}
+
+ProfileCache::~ProfileCache() = default;
+
+void ProfileCache::Touch(std::list<Entry>::iterator entry) {
+  entry->used = ++clock_;
+  order_.splice(order_.end(), order_, entry);
+  changed_.insert(entry->key);
 }
 
-ProfileCache::ProfileCache(std::string path, int64_t max_entries)
-    : path_(std::move(path)), max_entries_(std::max<int64_t>(max_entries, 1)) {}
-
-std::optional<double> ProfileCache::Get(const std::string& key) {
-  auto it = index_.find(key);
-  if (it == index_.end()) return std::nullopt;
-  order_.splice(order_.end(), order_, it->second);
-  return it->second->second;
-}
-
-void ProfileCache::Put(const std::string& key, double seconds) {
-  auto it = index_.find(key);
-  if (it != index_.end()) {
-    it->second->second = seconds;
-    order_.splice(order_.end(), order_, it->second);
-    return;
-  }
-  order_.emplace_back(key, seconds);
-  index_[key] = std::prev(order_.end());
+void ProfileCache::Insert(Key key, double seconds, int64_t used) {
+  order_.push_back(Entry{key, seconds, used});
+  index_[std::move(key)] = std::prev(order_.end());
   while (size() > max_entries_) {
-    index_.erase(order_.front().first);
+    changed_.erase(order_.front().key);
+    index_.erase(order_.front().key);
     order_.pop_front();
   }
 }
 
-std::string ProfileCache::Serialize() const {
-  std::string body = absl::StrCat(kHeader, "\nentries ", order_.size(), "\n");
-  for (const auto& [key, seconds] : order_) {
-    const std::string entry =
-        absl::StrFormat("%.17g\t%s", seconds, absl::CEscape(key));
-    absl::StrAppendFormat(&body, "%s\t%016x\n", entry, Fnv1a64(entry));
-  }
-  absl::StrAppendFormat(&body, "%s%016x\n", kChecksumPrefix, Fnv1a64(body));
-  return body;
+std::optional<double> ProfileCache::Get(const std::string& device,
+                                        const std::string& op) {
+  auto it = index_.find(Key(device, op));
+  if (it == index_.end()) return std::nullopt;
+  Touch(it->second);
+  return it->second->seconds;
 }
 
-absl::Status ProfileCache::Parse(absl::string_view contents,
-                                 Damage* damage_out) {
-  auto corrupt = [](absl::string_view why) { return absl::DataLossError(why); };
-  std::vector<absl::string_view> lines =
-      absl::StrSplit(contents, '\n', absl::SkipEmpty());
-  const bool v2 = !lines.empty() && lines[0] == kHeader;
-  if (!v2 && (lines.empty() || lines[0] != kHeaderV1)) {
-    return corrupt(absl::StrCat("unknown header, expected '", kHeader, "'"));
+void ProfileCache::Put(const std::string& device, const std::string& op,
+                       double seconds) {
+  Key key(device, op);
+  if (auto it = index_.find(key); it != index_.end()) {
+    it->second->seconds = seconds;
+    Touch(it->second);
+    return;
   }
-  // The whole file's checksum: intact, or why not.
-  std::string damage;
-  if (!absl::EndsWith(contents, "\n")) {
-    damage = "no final newline (truncated)";
+  changed_.insert(key);
+  Insert(std::move(key), seconds, ++clock_);
+}
+
+std::vector<StoredTiming> ProfileCache::TakeChanges() {
+  std::vector<StoredTiming> changes;
+  if (store_ == nullptr) {
+    changed_.clear();
+    return changes;
+  }
+  changes.reserve(changed_.size());
+  for (const Key& key : changed_) {
+    const Entry& entry = *index_.at(key);
+    changes.push_back({key.first, key.second, entry.seconds, entry.used});
+  }
+  changed_.clear();
+  return changes;
+}
+
+absl::Status ProfileCache::Write(const std::vector<StoredTiming>& changes) {
+  if (store_ == nullptr || changes.empty()) return absl::OkStatus();
+  std::lock_guard<std::mutex> lock(write_mutex_);
+  return store_->Write(changes, max_entries_);
+}
+
+void ProfileCache::OpenStore(CacheLoadReport* report) {
+  std::vector<StoredTiming> rows;
+  absl::StatusOr<std::unique_ptr<ProfileStore>> store =
+      ProfileStore::Open(path_);
+  absl::Status read = store.status();
+  if (store.ok()) read = (*store)->ReadAll(&rows);
+  if (absl::IsDataLoss(read)) {
+    // Keep what reads, and the damaged file for a post-mortem.
+    store = nullptr;
+    rows.clear();
+    ProfileStore::Salvage(path_, &rows).IgnoreError();
+    MoveAside(path_, ".damaged");
+    AddError(report,
+             absl::StrCat("damaged profile cache ", path_, " (", read.message(),
+                          "): kept the ", rows.size(),
+                          " entries that still read; the damaged file is "
+                          "kept as ",
+                          path_, ".damaged"));
+    store = ProfileStore::Open(path_);
+    read = store.ok() ? (*store)->Write(rows, max_entries_) : store.status();
+  }
+  if (read.ok()) {
+    store_ = *std::move(store);
   } else {
-    const absl::string_view lines_text =
-        contents.substr(0, contents.size() - 1);
-    const size_t body_end = lines_text.rfind('\n');
-    const size_t checksum_start =
-        body_end == absl::string_view::npos ? 0 : body_end + 1;
-    absl::string_view checksum_line = lines_text.substr(checksum_start);
-    uint64_t checksum = 0;
-    if (!absl::ConsumePrefix(&checksum_line, kChecksumPrefix) ||
-        !absl::SimpleHexAtoi(checksum_line, &checksum)) {
-      damage = "no checksum line (truncated)";
-    } else if (checksum != Fnv1a64(contents.substr(0, checksum_start))) {
-      damage = "checksum mismatch";
+    AddError(report, absl::StrCat("cannot use profile cache ", path_, ": ",
+                                  read.message(),
+                                  "; the profile cache is in memory only "
+                                  "(lost at exit)"));
+  }
+  for (StoredTiming& row : rows) {
+    clock_ = std::max(clock_, row.used);
+    Insert(Key(std::move(row.device), std::move(row.op)), row.seconds,
+           row.used);
+  }
+}
+
+void ProfileCache::ImportLegacy(CacheLoadReport* report) {
+  std::ifstream in(legacy_path_, std::ios::binary);
+  if (!in.is_open()) return;
+  std::stringstream contents;
+  contents << in.rdbuf();
+  LegacyDamage damage;
+  absl::StatusOr<LegacyEntries> entries =
+      ParseLegacyProfileCache(contents.str(), &damage);
+  if (!entries.ok()) {
+    AddError(report,
+             absl::StrCat("ignoring corrupt old profile cache ", legacy_path_,
+                          ": ", entries.status().message(), "; it is kept as ",
+                          legacy_path_, ".damaged"));
+    MoveAside(legacy_path_, ".damaged");
+    return;
+  }
+  int64_t unknown = 0;
+  for (const auto& [key, seconds] : *entries) {
+    std::string device, op;
+    if (!SplitLegacyKey(key, &device, &op)) {
+      ++unknown;
+    } else if (!index_.contains(Key(device, op))) {
+      Put(device, op, seconds);
+      ++report->imported_entries;
     }
   }
-  if (!damage.empty() && !v2) return corrupt(damage);
-  // Entry lines: after the header and the count, before the checksum.
-  size_t end = lines.size();
-  if (end > 0 && absl::StartsWith(lines[end - 1], kChecksumPrefix)) --end;
-  int64_t count = -1;
-  absl::string_view count_line = lines.size() > 1 ? lines[1] : "";
-  const bool counted = absl::ConsumePrefix(&count_line, "entries ") &&
-                       absl::SimpleAtoi(count_line, &count);
-  if (damage.empty() && (!counted || count != static_cast<int64_t>(end) - 2)) {
-    return corrupt("entry count does not match the entries");
+  report->dropped_entries = damage.dropped_entries + unknown;
+  if (!damage.why.empty() || unknown > 0) {
+    AddError(report, absl::StrCat("old profile cache ", legacy_path_,
+                                  ": imported ", report->imported_entries,
+                                  " entries, dropped ", report->dropped_entries,
+                                  damage.why.empty() ? "" : " (", damage.why,
+                                  damage.why.empty() ? "" : ")"));
   }
-  std::vector<std::pair<std::string, double>> entries;
-  int64_t bad = 0;
-  for (size_t i = 2; i < end; ++i) {
-    std::string key;
-    double seconds = 0;
-    if (ParseEntry(lines[i], v2, &key, &seconds)) {
-      entries.emplace_back(std::move(key), seconds);
-    } else if (damage.empty()) {
-      return corrupt(absl::StrCat("bad entry on line ", i + 1));
-    } else {
-      ++bad;
-    }
+  if (store_ != nullptr && Save().ok()) {
+    MoveAside(legacy_path_, ".imported");
   }
-  if (!damage.empty()) {
-    // Entries the file said it had and that are gone count as dropped too.
-    bad = std::max<int64_t>(
-        bad, counted ? count - static_cast<int64_t>(entries.size()) : 0);
-    if (entries.empty()) return corrupt(damage);
-  }
-  if (damage_out != nullptr) *damage_out = {std::move(damage), bad};
-  order_.clear();
-  index_.clear();
-  for (auto& [key, seconds] : entries) Put(key, seconds);
-  return absl::OkStatus();
 }
 
 CacheLoadReport ProfileCache::Load() {
   CacheLoadReport report;
   order_.clear();
   index_.clear();
+  changed_.clear();
+  store_ = nullptr;
   if (path_.empty()) return report;
-  RemoveStaleTempFiles(path_);
-  std::ifstream in(path_, std::ios::binary);
-  if (!in.is_open()) {
-    if (errno != ENOENT) {
-      report.error =
-          absl::StrCat("cannot open ", path_, ": ", std::strerror(errno));
-    }
-    return report;
-  }
-  report.file_found = true;
   struct stat info {};
-  if (::stat(path_.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) {
-    report.error = absl::StrCat("ignoring profile cache ", path_,
-                                ": it is a directory, not a file; remove it "
-                                "or set --profile_cache_dir");
-    return report;
+  if (::stat(path_.c_str(), &info) == 0) {
+    report.file_found = true;
+    if (S_ISDIR(info.st_mode)) {
+      report.error = absl::StrCat("ignoring profile cache ", path_,
+                                  ": it is a directory, not a file; remove "
+                                  "it or set --profile_cache_dir");
+      return report;
+    }
   }
-  std::stringstream contents;
-  contents << in.rdbuf();
-  Damage damage;
-  if (absl::Status s = Parse(contents.str(), &damage); !s.ok()) {
-    report.error = absl::StrCat("ignoring corrupt profile cache ", path_, ": ",
-                                s.message());
-    return report;
-  }
+  OpenStore(&report);
+  if (!legacy_path_.empty()) ImportLegacy(&report);
   report.entries = size();
-  if (!damage.why.empty()) {
-    report.dropped_entries = damage.dropped_entries;
-    report.error = absl::StrCat("damaged profile cache ", path_, " (",
-                                damage.why, "): kept ", report.entries,
-                                " entries whose own checksums hold, dropped ",
-                                damage.dropped_entries);
-  }
   return report;
-}
-
-absl::Status ProfileCache::Save() const {
-  if (path_.empty()) return absl::OkStatus();
-  return WriteFileAtomically(path_, Serialize());
 }
 
 }  // namespace echo::server

@@ -1,94 +1,104 @@
 // A persistent, size-bounded cache of profiled op times.
 //
-// Keys are opaque strings (the profiler makes them from the GPU model,
-// driver and library versions and the op signature). Least recently used
-// entries are evicted beyond `max_entries`. The file is replaced atomically
-// (temp file in the same directory, fsync, rename, fsync of the directory),
-// so a crash at any point leaves either the old or the new file. Format:
+// Entries are keyed by device (the profiler's device key: GPU model,
+// driver and library versions) and op (planner::OpSignature). They live in
+// memory, least recently used evicted beyond `max_entries`, and in an
+// SQLite database (profile_store.h): each save writes what was put or used
+// since the last one in one transaction, so a kill at any point loses no
+// entry saved before it. A damaged database keeps the entries that still
+// read and is moved aside; an old text cache (legacy_profile_cache.h) is
+// imported once.
 //
-//   echo-profile-cache 2
-//   entries <n>
-//   <seconds>\t<C-escaped key>\t<16 hex digits>   (n lines, least recently
-//                                  used first; FNV-1a 64 of the line before
-//                                  its last tab)
-//   checksum <16 hex digits>          (FNV-1a 64 of everything above)
-//
-// A file whose checksum fails keeps the entries whose own checksums hold
-// (one bad byte costs one entry, not the cache); version 1 files (no entry
-// checksums) still load, whole or not at all.
-//
-// Not thread-safe: the owner serialises access.
+// Get and Put are not thread-safe (the owner serialises them); Write may
+// run beside them (it touches the database only).
 #ifndef ECHO_SERVER_PROFILER_PROFILE_CACHE_H_
 #define ECHO_SERVER_PROFILER_PROFILE_CACHE_H_
 
 #include <cstdint>
 #include <list>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
-#include "absl/strings/string_view.h"
+#include "server/profiler/profile_store.h"
 
 namespace echo::server {
 
 struct CacheLoadReport {
   bool file_found = false;
   int64_t entries = 0;
-  // Empty when the file loaded cleanly or was absent; else why it was
-  // ignored (the cache then starts empty) or what was dropped from it.
+  // Empty when the database loaded cleanly or was absent; else why it was
+  // ignored (the cache is then in memory only) or what was lost.
   std::string error;
-  // Entries of a damaged file that were dropped (the rest were kept).
+  // Entries of a damaged old text cache that were dropped.
   int64_t dropped_entries = 0;
+  // Entries imported from the old text cache.
+  int64_t imported_entries = 0;
 };
 
 class ProfileCache {
  public:
-  // `path` empty: in memory only (Load and Save do nothing).
-  ProfileCache(std::string path, int64_t max_entries);
+  // `path` empty: in memory only (Load and Save do nothing). `legacy_path`:
+  // an old text cache, imported by Load and then renamed to
+  // `<legacy_path>.imported`.
+  ProfileCache(std::string path, int64_t max_entries,
+               std::string legacy_path = "");
+  ~ProfileCache();
 
-  // Replaces the contents with the file's. A missing file is an empty
-  // cache; a corrupt or truncated one is reported and ignored. Removes temp
-  // files left by a writer that died (one writer per cache file).
+  // Opens the database (created when absent) and reads its entries. A
+  // database that cannot be opened leaves the cache in memory only; a
+  // damaged one is renamed to `<path>.damaged` and replaced by one with
+  // the entries that still read. Each is said in the report's error.
   CacheLoadReport Load();
 
-  // The file's contents for the current entries.
-  std::string Serialize() const;
-  // What a damaged file lost: why its checksum failed, and the entries
-  // dropped.
-  struct Damage {
-    std::string why;
-    int64_t dropped_entries = 0;
-  };
-  // Parses Serialize()'s format; on error, leaves the cache unchanged. A
-  // damaged version 2 file loads the entries whose own checksums hold (OK)
-  // and says in `damage` what was lost; one with none is an error.
-  absl::Status Parse(absl::string_view contents, Damage* damage = nullptr);
-
-  absl::Status Save() const;
+  // Saving in two steps, so that the owner's lock covers only the first:
+  // the entries put or used since the last save, then their write, in one
+  // transaction (a no-op in memory only).
+  std::vector<StoredTiming> TakeChanges();
+  absl::Status Write(const std::vector<StoredTiming>& changes);
+  absl::Status Save() { return Write(TakeChanges()); }
 
   // Marks the entry most recently used.
-  std::optional<double> Get(const std::string& key);
-  void Put(const std::string& key, double seconds);
+  std::optional<double> Get(const std::string& device, const std::string& op);
+  void Put(const std::string& device, const std::string& op, double seconds);
 
   int64_t size() const { return static_cast<int64_t>(order_.size()); }
   int64_t max_entries() const { return max_entries_; }
   const std::string& path() const { return path_; }
 
  private:
-  using Entry = std::pair<std::string, double>;
+  using Key = std::pair<std::string, std::string>;  // device, op
+  struct Entry {
+    Key key;
+    double seconds = 0;
+    int64_t used = 0;
+  };
+
+  // Opens the database and reads it into memory; a damaged one is moved
+  // aside and replaced by what still reads.
+  void OpenStore(CacheLoadReport* report);
+  // Imports legacy_path_ when it is there.
+  void ImportLegacy(CacheLoadReport* report);
+  void Insert(Key key, double seconds, int64_t used);
+  void Touch(std::list<Entry>::iterator entry);
+
   std::string path_;
   int64_t max_entries_;
+  std::string legacy_path_;
   std::list<Entry> order_;  // least recently used first
-  absl::flat_hash_map<std::string, std::list<Entry>::iterator> index_;
+  absl::flat_hash_map<Key, std::list<Entry>::iterator> index_;
+  // Put or used since the last TakeChanges.
+  absl::flat_hash_set<Key> changed_;
+  int64_t clock_ = 0;  // the last recency stamp given
+  std::mutex write_mutex_;
+  std::unique_ptr<ProfileStore> store_;  // null: in memory only
 };
-
-// Writes `contents` to `path` so that a crash leaves the old or the new
-// file, never a mix: temp file in the same directory, write, fsync, rename,
-// fsync the directory.
-absl::Status WriteFileAtomically(const std::string& path,
-                                 absl::string_view contents);
 
 }  // namespace echo::server
 

@@ -17,7 +17,7 @@
 #include "echo/v1/planner.pb.h"
 #include "planner/checkmate_import.h"
 #include "planner/text_format.h"
-#include "server/profiler/profile_cache.h"
+#include "server/profiler/legacy_profile_cache.h"
 
 namespace fs = std::filesystem;
 
@@ -144,11 +144,12 @@ int main(int argc, char** argv) {
     ok &= WriteSpecs(echo::planner::ParseTextGraphSpecs(ReadFile(text_file)),
                      out / "graph_plan", text_file.stem().string());
   }
-  echo::server::ProfileCache cache("", 16);
-  WriteFile(out / "profile_cache" / "empty", cache.Serialize());
-  cache.Put("gemm|f16[128,256]x[256,512]|h100-80gb|cublas-13", 1.25e-5);
-  cache.Put("conv\tkey with \"escapes\"\n\x01", 0.5);
-  cache.Put("zero", 0);
-  WriteFile(out / "profile_cache" / "three", cache.Serialize());
+  using echo::server::SerializeLegacyProfileCache;
+  WriteFile(out / "profile_cache" / "empty", SerializeLegacyProfileCache({}));
+  WriteFile(out / "profile_cache" / "three",
+            SerializeLegacyProfileCache(
+                {{"gemm|f16[128,256]x[256,512]|h100-80gb|cublas-13", 1.25e-5},
+                 {"conv\tkey with \"escapes\"\n\x01", 0.5},
+                 {"zero", 0}}));
   return ok ? 0 : 1;
 }

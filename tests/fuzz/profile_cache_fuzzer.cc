@@ -1,4 +1,5 @@
-// The profile cache file parser (server/profiler/profile_cache.h). The file
+// The old profile cache file's parser, which imports it once
+// (server/profiler/legacy_profile_cache.h). The file
 // carries a checksum that random bytes almost never match, so each input is
 // parsed as it is and again with a correct checksum line appended, which
 // lets the fuzzer reach the entry parser.
@@ -8,12 +9,12 @@
 
 #include "absl/strings/str_format.h"
 #include "fuzz_util.h"
-#include "server/profiler/profile_cache.h"
+#include "server/profiler/legacy_profile_cache.h"
 
 namespace {
 
-// FNV-1a 64, the file format's checksum (profile_cache.h documents it; the
-// implementation is private to profile_cache.cc).
+// FNV-1a 64, the file format's checksum (legacy_profile_cache.h documents
+// it; the implementation is private to legacy_profile_cache.cc).
 uint64_t Fnv1a64(const std::string& data) {
   uint64_t hash = 14695981039346656037ull;
   for (unsigned char c : data) {
@@ -23,18 +24,20 @@ uint64_t Fnv1a64(const std::string& data) {
   return hash;
 }
 
-// Parses, and checks that what Save would write parses back to the same.
+// Parses, and checks that what the file of the parsed entries parses back
+// to the same.
 void ParseAndRoundTrip(const std::string& contents) {
-  echo::server::ProfileCache cache("", /*max_entries=*/64);
-  if (!cache.Parse(contents).ok()) {
-    ECHO_FUZZ_CHECK(cache.size() == 0);  // a failed parse changes nothing
-    return;
-  }
-  const std::string saved = cache.Serialize();
-  echo::server::ProfileCache reloaded("", /*max_entries=*/64);
-  ECHO_FUZZ_CHECK(reloaded.Parse(saved).ok());
-  ECHO_FUZZ_CHECK(reloaded.size() == cache.size());
-  ECHO_FUZZ_CHECK(reloaded.Serialize() == saved);
+  using echo::server::ParseLegacyProfileCache;
+  absl::StatusOr<echo::server::LegacyEntries> entries =
+      ParseLegacyProfileCache(contents);
+  if (!entries.ok()) return;
+  const std::string saved = echo::server::SerializeLegacyProfileCache(*entries);
+  absl::StatusOr<echo::server::LegacyEntries> reloaded =
+      ParseLegacyProfileCache(saved);
+  ECHO_FUZZ_CHECK(reloaded.ok());
+  ECHO_FUZZ_CHECK(*reloaded == *entries);
+  ECHO_FUZZ_CHECK(echo::server::SerializeLegacyProfileCache(*reloaded) ==
+                  saved);
 }
 
 }  // namespace

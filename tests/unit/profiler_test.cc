@@ -376,13 +376,16 @@ TEST_F(NodeProfilerTest, CachePersistsAcrossRestartsPerDeviceKey) {
 
 TEST_F(NodeProfilerTest, CorruptCacheFileIsIgnoredAtStart) {
   TempDir dir;
+  std::ofstream(dir.path() + "/profile_cache.db") << std::string(4096, 'x');
   std::ofstream(dir.path() + "/profile_cache.v1")
       << "echo-profile-cache 1\ngarbage";
   NodeProfilerOptions options = Enabled();
   options.cache_dir = dir.path();
   std::unique_ptr<NodeProfiler> profiler = Make(options);
   EXPECT_THAT(profiler->cache_load_report().error,
-              HasSubstr("ignoring corrupt profile cache"));
+              HasSubstr("damaged profile cache"));
+  EXPECT_THAT(profiler->cache_load_report().error,
+              HasSubstr("ignoring corrupt old profile cache"));
   EXPECT_EQ(profiler->cache_entries(), 0);
   EXPECT_OK(profiler->ProfileOps(graph_, {}, false));
   EXPECT_EQ(profiler->cache_entries(), 3);
