@@ -9,12 +9,10 @@
 namespace echo::adapter {
 namespace {
 
-// The timeline fields of EstimateMemory and GenerateRecomputePlan requests,
-// checked before any work whether or not a timeline is asked for.
+// The timeline fields of EstimateMemory and GenerateRecomputePlan requests
+// (the engine checks max_points, whether or not a timeline is asked for).
 template <typename Request>
 absl::StatusOr<engine::TimelineOptions> TimelineOf(const Request& request) {
-  RETURN_IF_ERROR(
-      planner::ValidateTimelinePoints(request.timeline_max_points()));
   if (request.max_live_tensors() < -1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "max_live_tensors must be >= -1, got ", request.max_live_tensors()));
@@ -39,8 +37,9 @@ bool NamesDevice(const v1::DeviceSpec& device) {
 absl::StatusOr<std::optional<planner::DeviceSpec>> DeviceOf(
     const v1::DeviceSpec& device) {
   if (!NamesDevice(device)) return std::optional<planner::DeviceSpec>();
-  ASSIGN_OR_RETURN(planner::DeviceSpec spec, ResolveDevice(device));
-  return std::optional<planner::DeviceSpec>(std::move(spec));
+  absl::StatusOr<planner::DeviceSpec> spec = ResolveDevice(device);
+  if (!spec.ok()) return spec.status();
+  return std::optional<planner::DeviceSpec>(*std::move(spec));
 }
 
 absl::StatusOr<engine::EstimateCall> EstimateCallFromProto(
@@ -54,13 +53,20 @@ absl::StatusOr<engine::EstimateCall> EstimateCallFromProto(
 
 absl::StatusOr<engine::PlanCall> PlanCallFromProto(
     const v1::GenerateRecomputePlanRequest& request) {
+  // No status macros here: the request's way through the layers
+  // (server/planner_service.cc) visits the adapter once.
   absl::StatusOr<planner::RecomputePlanOptions> options =
       PlanOptionsFromProto(request);
   if (!options.ok()) return options.status();
+  absl::StatusOr<engine::TimelineOptions> timeline = TimelineOf(request);
+  if (!timeline.ok()) return timeline.status();
+  absl::StatusOr<std::optional<planner::DeviceSpec>> device =
+      DeviceOf(request.device());
+  if (!device.ok()) return device.status();
   engine::PlanCall call;
   call.options = *std::move(options);
-  ASSIGN_OR_RETURN(call.timeline, TimelineOf(request));
-  ASSIGN_OR_RETURN(call.device, DeviceOf(request.device()));
+  call.timeline = *timeline;
+  call.device = *std::move(device);
   return call;
 }
 

@@ -38,8 +38,10 @@ absl::StatusOr<planner::DeviceSpec> DeviceSpecFromProto(
 }
 
 absl::StatusOr<planner::DeviceSpec> ResolveDevice(const v1::DeviceSpec& proto) {
-  ASSIGN_OR_RETURN(planner::DeviceSpec spec, DeviceSpecFromProto(proto));
-  return planner::ResolveDeviceSpec(spec);
+  // No status macro on the request's way (server/planner_service.cc).
+  const absl::StatusOr<planner::DeviceSpec> spec = DeviceSpecFromProto(proto);
+  if (!spec.ok()) return spec.status();
+  return planner::ResolveDeviceSpec(*spec);
 }
 
 void DeviceSpecToProto(const planner::DeviceSpec& spec, v1::DeviceSpec* proto) {

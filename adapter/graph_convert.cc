@@ -212,9 +212,7 @@ absl::Status SetOptimizer(const v1::OptimizerSpec& optimizer,
       planner::kOptimizerImplementationKey,
       planner::OptimizerImplementationName(implementation->second));
   if (optimizer.state_dtype() != v1::DTYPE_UNSPECIFIED) {
-    builder.SetMetadata(planner::kOptimizerStateDTypeKey,
-                        std::string(planner::DTypeName(
-                            DTypeFromProto(optimizer.state_dtype()))));
+    builder.SetOptimizerStateDType(DTypeFromProto(optimizer.state_dtype()));
   }
   if (optimizer.holds_gradients()) {
     builder.SetMetadata(planner::kOptimizerHoldsGradientsKey, "true");
@@ -265,7 +263,11 @@ absl::StatusOr<planner::Graph> GraphFromProto(const v1::Graph& proto) {
   for (const auto& [key, value] : proto.metadata()) {
     builder.SetMetadata(key, value);
   }
-  RETURN_IF_ERROR(SetOptimizer(proto.optimizer(), builder));
+  // No status macro on the request's way (server/planner_service.cc).
+  if (absl::Status optimizer = SetOptimizer(proto.optimizer(), builder);
+      !optimizer.ok()) {
+    return optimizer;
+  }
   for (const v1::Tensor& tensor : proto.tensors()) {
     planner::TensorSpec spec;
     spec.id = tensor.id();

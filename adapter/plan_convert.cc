@@ -51,8 +51,13 @@ v1::RecomputePolicy PolicyToProto(planner::RecomputePolicy policy) {
 
 absl::StatusOr<planner::RecomputePlanOptions> PlanOptionsFromProto(
     const v1::GenerateRecomputePlanRequest& request) {
+  // No status macros here: the request's way through the layers
+  // (server/planner_service.cc) visits the adapter once.
   planner::RecomputePlanOptions options;
-  ASSIGN_OR_RETURN(options.policy, PolicyFromProto(request.policy()));
+  const absl::StatusOr<planner::RecomputePolicy> policy =
+      PolicyFromProto(request.policy());
+  if (!policy.ok()) return policy.status();
+  options.policy = *policy;
   if (request.has_memory_limit_bytes() && request.has_max_overhead_ratio()) {
     return absl::InvalidArgumentError(
         "give at most one budget: memory_limit_bytes or max_overhead_ratio");
@@ -93,9 +98,13 @@ absl::StatusOr<planner::RecomputePlanOptions> PlanOptionsFromProto(
           absl::StrCat("unknown objective ", request.objective(),
                        "; expected PEAK_BYTES or STASH_BYTES"));
   }
-  ASSIGN_OR_RETURN(options.memory, MemoryModelFromProto(request.allocator()));
-  ASSIGN_OR_RETURN(options.chunking.enabled,
-                   ChunkingFromProto(request.chunking()));
+  const absl::StatusOr<planner::MemoryModelOptions> memory =
+      MemoryModelFromProto(request.allocator());
+  if (!memory.ok()) return memory.status();
+  options.memory = *memory;
+  const absl::StatusOr<bool> chunking = ChunkingFromProto(request.chunking());
+  if (!chunking.ok()) return chunking.status();
+  options.chunking.enabled = *chunking;
   return options;
 }
 
@@ -276,9 +285,13 @@ absl::StatusOr<planner::FitOptions> FitOptionsFromProto(
   if (request.has_reserved_bytes()) {
     options.reserved_bytes = request.reserved_bytes();
   }
-  ASSIGN_OR_RETURN(options.memory, MemoryModelFromProto(request.allocator()));
-  ASSIGN_OR_RETURN(options.chunking.enabled,
-                   ChunkingFromProto(request.chunking()));
+  const absl::StatusOr<planner::MemoryModelOptions> memory =
+      MemoryModelFromProto(request.allocator());
+  if (!memory.ok()) return memory.status();
+  options.memory = *memory;
+  const absl::StatusOr<bool> chunking = ChunkingFromProto(request.chunking());
+  if (!chunking.ok()) return chunking.status();
+  options.chunking.enabled = *chunking;
   return options;
 }
 

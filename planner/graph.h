@@ -258,6 +258,8 @@ class GraphBuilder {
   void SetMetadata(std::string key, std::string value) {
     metadata_[std::move(key)] = std::move(value);
   }
+  // The optimizer state's dtype, in the metadata (kOptimizerStateDTypeKey).
+  void SetOptimizerStateDType(DType dtype);
   // Marks tensors declared elsewhere (e.g. produced by an op) as outputs.
   void MarkOutputs(std::vector<std::string> tensor_ids) {
     for (std::string& id : tensor_ids) output_ids_.push_back(std::move(id));

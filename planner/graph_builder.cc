@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "planner/graph.h"
 #include "planner/graph_limits.h"
+#include "planner/optimizer_step.h"
 #include "planner/status_macros.h"
 
 namespace echo::planner {
@@ -96,6 +97,10 @@ absl::Status CheckBatchDim(const std::string& id, const TensorSpec& spec,
 }
 
 }  // namespace
+
+void GraphBuilder::SetOptimizerStateDType(DType dtype) {
+  SetMetadata(kOptimizerStateDTypeKey, std::string(DTypeName(dtype)));
+}
 
 absl::StatusOr<Graph> GraphBuilder::Build() && {
   RETURN_IF_ERROR(

@@ -70,7 +70,7 @@ absl::Status PlannerService::FitDevices(const planner::Interrupt& interrupted,
   std::vector<std::string> fitting;
   for (const v1::DeviceSpec& device : devices) {
     ASSIGN_OR_RETURN(const engine::PricedGraph priced,
-                     PrepareGraph("CheckFit", ref.graph, device));
+                     PriceOn(ref.graph, device));
     ASSIGN_OR_RETURN(const engine::FitAnswer fit,
                      engine::Fit(priced, options, request.include_max_batch(),
                                  ProfiledTimes()));

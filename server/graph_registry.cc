@@ -147,9 +147,11 @@ absl::StatusOr<GraphRef> GraphRegistry::Resolve(
     return absl::InvalidArgumentError(
         "the request has neither graph nor graph_fingerprint");
   }
-  ASSIGN_OR_RETURN(planner::Graph converted, adapter::GraphFromProto(*graph));
-  return GraphRef{"",
-                  std::make_shared<const planner::Graph>(std::move(converted))};
+  // No status macro on the request's way (server/planner_service.cc).
+  absl::StatusOr<planner::Graph> converted = adapter::GraphFromProto(*graph);
+  if (!converted.ok()) return converted.status();
+  return GraphRef{
+      "", std::make_shared<const planner::Graph>(*std::move(converted))};
 }
 
 std::string GraphRegistry::AnswerKey(absl::string_view method,

@@ -33,6 +33,7 @@
 #include "planner/status_macros.h"
 #include "server/milp_worker.pb.h"
 #include "server/optimal_worker.h"
+#include "server/pass_codec.h"
 
 namespace {
 
@@ -112,9 +113,9 @@ bool WriteAll(int fd, const std::string& data) {
 absl::StatusOr<echo::internal::PassResult> RunPass(
     const MilpWorkerRequest& work) {
   ASSIGN_OR_RETURN(const echo::planner::RecomputePlanOptions options,
-                   echo::adapter::PlanOptionsFromProto(work.request()));
+                   echo::server::PassOptionsFromProto(work.options()));
   ASSIGN_OR_RETURN(const echo::planner::Graph graph,
-                   echo::adapter::GraphFromProto(work.request().graph()));
+                   echo::adapter::GraphFromProto(work.graph()));
   const std::vector<double> costs(work.op_costs().begin(),
                                   work.op_costs().end());
   ASSIGN_OR_RETURN(const echo::planner::PassOutput output,

@@ -15,6 +15,7 @@
 #include "planner/status_macros.h"
 #include "server/child_process.h"
 #include "server/milp_worker.pb.h"
+#include "server/pass_codec.h"
 
 namespace echo::server {
 namespace {
@@ -78,7 +79,6 @@ absl::Status OptimalWorker::CheckUsable() const {
 }
 
 absl::StatusOr<planner::PassOutput> OptimalWorker::RunPass(
-    const v1::GenerateRecomputePlanRequest& request,
     const planner::PassInput& input) {
   const planner::Graph& graph = input.problem.graph;
   const double solver_time_limit_seconds =
@@ -93,12 +93,9 @@ absl::StatusOr<planner::PassOutput> OptimalWorker::RunPass(
                    kOptimalTimeMarginSeconds + 1,
                    " s below it, or raise echod's limit")));
   internal::MilpWorkerRequest work;
-  // The options as sent; the graph is the problem's, converted once.
-  v1::GenerateRecomputePlanRequest* options = work.mutable_request();
-  *options = request;
-  options->clear_graph();
-  options->clear_graph_fingerprint();
-  *options->mutable_graph() = adapter::GraphToProto(graph);
+  // The engine's input: the problem's graph (maybe chunked) and options.
+  *work.mutable_graph() = adapter::GraphToProto(graph);
+  PassOptionsToProto(input.options, work.mutable_options());
   work.mutable_op_costs()->Assign(input.problem.op_costs.begin(),
                                   input.problem.op_costs.end());
   work.set_max_overhead_ratio(input.max_overhead_ratio);

@@ -59,14 +59,12 @@ class OptimalWorker {
   // is missing.
   absl::Status CheckUsable() const;
 
-  // Runs the pass of `input` (OPTIMAL's) in a child process on the problem's
-  // graph and op costs, with the options of `request` (whose own graph is
-  // not sent: the problem's may be a chunked one) and the budget of
-  // `input`; input.options.interrupted is polled every 10 ms. A
-  // planner::PassRunner for RecomputePlanOptions::run_isolated_pass.
-  absl::StatusOr<planner::PassOutput> RunPass(
-      const v1::GenerateRecomputePlanRequest& request,
-      const planner::PassInput& input);
+  // Runs the pass of `input` (OPTIMAL's) in a child process: the problem's
+  // graph (maybe a chunked one), op costs, options (pass_codec.h) and
+  // budget, as the engine gave them; input.options.interrupted is polled
+  // every 10 ms. A planner::PassRunner for
+  // RecomputePlanOptions::run_isolated_pass.
+  absl::StatusOr<planner::PassOutput> RunPass(const planner::PassInput& input);
 
   // Worker processes running now (for tests and metrics).
   int live_children() const { return live_children_.load(); }

@@ -124,19 +124,12 @@ absl::Status PlannerService::RunPlanning(
   return status;
 }
 
-absl::StatusOr<engine::PricedGraph> PlannerService::PrepareGraph(
-    const char* method, std::shared_ptr<const planner::Graph> graph,
-    const v1::DeviceSpec& device) {
+absl::StatusOr<engine::PricedGraph> PlannerService::PriceOn(
+    std::shared_ptr<const planner::Graph> graph,
+    const v1::DeviceSpec& device) const {
   ASSIGN_OR_RETURN(std::optional<planner::DeviceSpec> resolved,
                    adapter::DeviceOf(device));
-  return PrepareGraph(method, std::move(graph), std::move(resolved));
-}
-
-absl::StatusOr<engine::PricedGraph> PlannerService::PrepareGraph(
-    const char* method, std::shared_ptr<const planner::Graph> graph,
-    std::optional<planner::DeviceSpec> device) {
-  if (metrics_ != nullptr) metrics_->RecordGraphOps(method, graph->num_ops());
-  return engine::PriceGraph(std::move(graph), std::move(device),
+  return engine::PriceGraph(std::move(graph), std::move(resolved),
                             ProfiledTimes());
 }
 
@@ -153,9 +146,10 @@ absl::Status PlannerService::DoEstimateMemory(
   absl::StatusOr<engine::EstimateCall> call =
       adapter::EstimateCallFromProto(request);
   if (!call.ok()) return call.status();
-  ASSIGN_OR_RETURN(const GraphRef ref, ResolveGraph(request));
-  ASSIGN_OR_RETURN(const engine::PricedGraph priced,
-                   PrepareGraph("EstimateMemory", ref.graph, call->device));
+  ASSIGN_OR_RETURN(const GraphRef ref, ResolveGraph("EstimateMemory", request));
+  ASSIGN_OR_RETURN(
+      const engine::PricedGraph priced,
+      engine::PriceGraph(ref.graph, call->device, ProfiledTimes()));
   ASSIGN_OR_RETURN(const engine::EstimateAnswer answer,
                    engine::Estimate(priced, *call));
   adapter::FillEstimateAnswer(priced, *call, answer, response);
@@ -169,12 +163,15 @@ absl::Status PlannerService::DoGenerateRecomputePlan(
     grpc::CallbackServerContext* context,
     const v1::GenerateRecomputePlanRequest& request,
     v1::GenerateRecomputePlanResponse* response) {
+  // Decode (adapter), plan (engine), encode (adapter); the status macros
+  // are not used on the request's way, so that it visits each layer once.
+  const absl::StatusOr<GraphRef> ref =
+      ResolveGraph("GenerateRecomputePlan", request);
+  if (!ref.ok()) return ref.status();
   absl::StatusOr<engine::PlanCall> call = adapter::PlanCallFromProto(request);
   if (!call.ok()) return call.status();
-  const std::string policy(planner::RecomputePolicyName(call->options.policy));
-  ASSIGN_OR_RETURN(const GraphRef ref, ResolveGraph(request));
-  absl::StatusOr<engine::PricedGraph> priced =
-      PrepareGraph("GenerateRecomputePlan", ref.graph, call->device);
+  const absl::StatusOr<engine::PricedGraph> priced =
+      engine::PriceGraph(ref->graph, call->device, ProfiledTimes());
   auto plan = [&]() -> absl::Status {
     RETURN_IF_ERROR(priced.status());
     ASSIGN_OR_RETURN(const engine::PlanAnswer answer,
@@ -188,17 +185,18 @@ absl::Status PlannerService::DoGenerateRecomputePlan(
   } else if (call->options.policy == planner::RecomputePolicy::kOptimal) {
     // Already isolated: its solver runs in a child of its own.
     call->options.interrupted = InterruptFor(context);
-    call->options.run_isolated_pass = [this,
-                                       &request](const planner::PassInput& in) {
-      return optimal_.RunPass(request, in);
+    call->options.run_isolated_pass = [this](const planner::PassInput& in) {
+      return optimal_.RunPass(in);
     };
     planned = plan();
   } else {
     planned =
         RunPlanning("GenerateRecomputePlan", context, request, request.graph(),
-                    ref, response, &call->options.interrupted, plan);
+                    *ref, response, &call->options.interrupted, plan);
   }
   if (metrics_ != nullptr) {
+    const std::string policy(
+        planner::RecomputePolicyName(call->options.policy));
     if (planned.ok()) {
       metrics_->RecordPlan(
           policy, response->feasible() ? "feasible" : "infeasible",
@@ -214,7 +212,7 @@ absl::Status PlannerService::DoGenerateRecomputePlan(
 absl::Status PlannerService::DoCheckFit(grpc::CallbackServerContext* context,
                                         const v1::CheckFitRequest& request,
                                         v1::CheckFitResponse* response) {
-  ASSIGN_OR_RETURN(const GraphRef ref, ResolveGraph(request));
+  ASSIGN_OR_RETURN(const GraphRef ref, ResolveGraph("CheckFit", request));
   planner::Interrupt interrupted;
   return RunPlanning("CheckFit", context, request, request.graph(), ref,
                      response, &interrupted, [&] {
@@ -225,7 +223,7 @@ absl::Status PlannerService::DoCheckFit(grpc::CallbackServerContext* context,
 absl::Status PlannerService::DoProfileOps(grpc::CallbackServerContext* context,
                                           const v1::ProfileOpsRequest& request,
                                           v1::ProfileOpsResponse* response) {
-  ASSIGN_OR_RETURN(const GraphRef ref, ResolveGraph(request));
+  ASSIGN_OR_RETURN(const GraphRef ref, ResolveGraph("ProfileOps", request));
   const planner::Graph& graph = *ref.graph;
   std::vector<planner::OpIndex> ops;
   for (const std::string& id : request.op_ids()) {

@@ -146,23 +146,27 @@ class PlannerService final : public RawPlannerService {
   grpc::CallbackGenericService* gated_methods();
 
   // The one place a request's graph or graph_fingerprint becomes the
-  // planner's graph (GraphRegistry::Resolve): every handler calls it.
+  // planner's graph (GraphRegistry::Resolve): every handler calls it. Its
+  // size is counted in the graph-size metric of `method`.
   template <typename Request>
-  absl::StatusOr<GraphRef> ResolveGraph(const Request& request) {
-    return registry_->Resolve(request.has_graph() ? &request.graph() : nullptr,
-                              request.graph_fingerprint());
+  absl::StatusOr<GraphRef> ResolveGraph(const char* method,
+                                        const Request& request) {
+    absl::StatusOr<GraphRef> ref =
+        registry_->Resolve(request.has_graph() ? &request.graph() : nullptr,
+                           request.graph_fingerprint());
+    if (ref.ok() && metrics_ != nullptr) {
+      metrics_->RecordGraphOps(method, ref->graph->num_ops());
+    }
+    return ref;
   }
   const GraphRegistry& registry() const { return *registry_; }
 
  private:
-  // A request's graph priced for the device it names (engine::PriceGraph),
-  // with this node's profiled times; counted in the graph-size metric.
-  absl::StatusOr<engine::PricedGraph> PrepareGraph(
-      const char* method, std::shared_ptr<const planner::Graph> graph,
-      const v1::DeviceSpec& device);
-  absl::StatusOr<engine::PricedGraph> PrepareGraph(
-      const char* method, std::shared_ptr<const planner::Graph> graph,
-      std::optional<planner::DeviceSpec> device);
+  // A graph priced for the device a request names (engine::PriceGraph),
+  // with this node's profiled times.
+  absl::StatusOr<engine::PricedGraph> PriceOn(
+      std::shared_ptr<const planner::Graph> graph,
+      const v1::DeviceSpec& device) const;
   // This node's profiled times per device, for the engine.
   engine::ProfiledTimesFor ProfiledTimes() const;
 

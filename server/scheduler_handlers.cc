@@ -40,10 +40,10 @@ absl::Status PlannerService::DoFindMaxBatchSize(
         "FindMaxBatchSize needs a device (a catalog name or a full "
         "spec)");
   }
-  ASSIGN_OR_RETURN(const GraphRef ref, ResolveGraph(request));
-  ASSIGN_OR_RETURN(
-      const engine::PricedGraph priced,
-      PrepareGraph("FindMaxBatchSize", ref.graph, request.device()));
+  ASSIGN_OR_RETURN(const GraphRef ref,
+                   ResolveGraph("FindMaxBatchSize", request));
+  ASSIGN_OR_RETURN(const engine::PricedGraph priced,
+                   PriceOn(ref.graph, request.device()));
   const planner::DeviceSpec& spec = *priced.device;  // named, so resolved
   ASSIGN_OR_RETURN(planner::MaxBatchOptions options,
                    adapter::BatchSearchOptionsFromProto(request, spec));
@@ -74,11 +74,11 @@ absl::Status PlannerService::DoGetMemoryFrontier(
                    adapter::FrontierOptionsFromProto(request));
   // Refuse before converting: a graph over the limit is not planned.
   RETURN_IF_ERROR(CheckFrontierSize(request.graph().ops_size(), options));
-  ASSIGN_OR_RETURN(const GraphRef ref, ResolveGraph(request));
+  ASSIGN_OR_RETURN(const GraphRef ref,
+                   ResolveGraph("GetMemoryFrontier", request));
   RETURN_IF_ERROR(CheckFrontierSize(ref.graph->num_ops(), options));
-  ASSIGN_OR_RETURN(
-      const engine::PricedGraph priced,
-      PrepareGraph("GetMemoryFrontier", ref.graph, request.device()));
+  ASSIGN_OR_RETURN(const engine::PricedGraph priced,
+                   PriceOn(ref.graph, request.device()));
   RETURN_IF_ERROR(RunPlanning(
       "GetMemoryFrontier", context, request, request.graph(), ref, response,
       &options.interrupted, [&]() -> absl::Status {

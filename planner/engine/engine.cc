@@ -117,6 +117,7 @@ double ChunkLaunchCost(const planner::CostTable& costs) {
 
 absl::StatusOr<EstimateAnswer> Estimate(const PricedGraph& priced,
                                         const EstimateCall& call) {
+  RETURN_IF_ERROR(planner::ValidateTimelinePoints(call.timeline.max_points));
   EstimateAnswer answer;
   answer.result = planner::SimulatePlain(*priced.graph, call.memory);
   RETURN_IF_ERROR(AddTimeline(*priced.graph,
@@ -126,6 +127,7 @@ absl::StatusOr<EstimateAnswer> Estimate(const PricedGraph& priced,
 }
 
 absl::StatusOr<PlanAnswer> Plan(const PricedGraph& priced, PlanCall call) {
+  RETURN_IF_ERROR(planner::ValidateTimelinePoints(call.timeline.max_points));
   call.options.chunking.launch_cost = ChunkLaunchCost(priced.costs);
   PlanAnswer answer;
   ASSIGN_OR_RETURN(answer.plan,

@@ -38,6 +38,7 @@
 #include "server/child_process.h"
 #include "server/echo_server.h"
 #include "server/milp_worker.pb.h"
+#include "server/pass_codec.h"
 #include "tests/unit/test_util.h"
 #include "tests/unit/too_big_graph.h"
 
@@ -480,14 +481,55 @@ TEST_F(OptimalWorkerTest, ADrainKillsTheChildAtItsTimeout) {
   EXPECT_FALSE(call.get().ok());
 }
 
+// What the engine gives OPTIMAL's pass reaches the worker as it was
+// (pass_codec.h), and a value out of range is refused by name.
+TEST(PassCodecTest, OptionsRoundTripAndOutOfRangeIsRefused) {
+  planner::RecomputePlanOptions options;
+  options.policy = planner::RecomputePolicy::kOptimal;
+  options.memory_limit_bytes = 123456789;
+  options.objective = planner::RecomputeObjective::kStashBytes;
+  options.solver_time_limit_seconds = 7.5;
+  options.solver_max_nonzeros = 4242;
+  options.max_recompute_depth = 3;
+  options.memory.rounding_bytes = 512;
+  internal::PassOptions proto;
+  server::PassOptionsToProto(options, &proto);
+  ASSERT_OK_AND_ASSIGN(const planner::RecomputePlanOptions decoded,
+                       server::PassOptionsFromProto(proto));
+  EXPECT_EQ(decoded.policy, options.policy);
+  EXPECT_EQ(decoded.memory_limit_bytes, options.memory_limit_bytes);
+  EXPECT_EQ(decoded.objective, options.objective);
+  EXPECT_EQ(decoded.solver_time_limit_seconds, 7.5);
+  EXPECT_EQ(decoded.solver_max_nonzeros, 4242);
+  EXPECT_EQ(decoded.max_recompute_depth, 3);
+  EXPECT_EQ(decoded.memory.rounding_bytes, 512);
+  options.memory_limit_bytes.reset();
+  internal::PassOptions unlimited;
+  server::PassOptionsToProto(options, &unlimited);
+  EXPECT_FALSE(server::PassOptionsFromProto(unlimited)->memory_limit_bytes);
+  proto.set_policy(99);
+  EXPECT_THAT(server::PassOptionsFromProto(proto).status().message(),
+              HasSubstr("unknown policy 99"));
+  proto.set_policy(0);
+  proto.set_objective(-1);
+  EXPECT_THAT(server::PassOptionsFromProto(proto).status().message(),
+              HasSubstr("unknown objective -1"));
+}
+
 // The worker itself, run as echod runs it: its CPU-time limit ends a long
 // solve by SIGXCPU.
 TEST(MilpWorkerProcessTest, ItsCpuLimitEndsItBySigxcpu) {
+  const v1::GenerateRecomputePlanRequest request = LongOptimalRequest();
   internal::MilpWorkerRequest work;
-  *work.mutable_request() = LongOptimalRequest();
+  *work.mutable_graph() = request.graph();
+  planner::RecomputePlanOptions options;
+  options.policy = planner::RecomputePolicy::kOptimal;
+  options.memory_limit_bytes = request.memory_limit_bytes();
+  options.solver_time_limit_seconds = request.solver_time_limit_seconds();
+  server::PassOptionsToProto(options, work.mutable_options());
   // The graph's own costs: with equal costs CBC proves VGG19's optimum in
   // well under a CPU second.
-  for (const v1::Op& op : work.request().graph().ops()) {
+  for (const v1::Op& op : work.graph().ops()) {
     work.add_op_costs(op.relative_cost());
   }
   server::ChildRun run;

@@ -18,7 +18,7 @@ const KEYWORDS = new Set([
 // Runtime libraries echod needs in the final image (Debian 12 names).
 export const RUNTIME_PACKAGES = [
   "libgrpc++1.51", "libprotobuf32", "libabsl20220623", "libprometheus-cpp-core1.0",
-  "libprometheus-cpp-pull1.0", "libspdlog1.10", "coinor-libcbc3", "libssl3",
+  "libprometheus-cpp-pull1.0", "libspdlog1.10", "coinor-libcbc3", "libssl3", "libsqlite3-0",
 ];
 // Build dependencies (the -dev packages of the above and the toolchain).
 export const BUILD_PACKAGES = [
