@@ -40,7 +40,7 @@ Points, per model (one training step each, same inputs, same seed):
 
 Both partitions run with the same freeing executor (echo_torch.executor:
 torch's fw/bw GraphModules through program_from_graph_module), so memory is
-measured the same way (echo_torch.measure, as harness.run_step does):
+measured the same way (tests/python/measure.py, as harness.run_step does):
 
   saved     bytes of the distinct storages autograd keeps from the forward
             for the backward (saved_tensors_hooks; parameters and inputs
@@ -130,7 +130,9 @@ import torch
 import harness
 import models
 import servers
-from echo_torch import optimize, peers, proto, report
+from echo_torch import optimize, proto, report
+
+import peers
 from echo_torch import capture as capture_lib
 from echo_torch.convert import JointGraph, convert
 from echo_torch.plan_cache import PlanCache

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Per model of the suite (CI sizes, see models.py): the bytes saved for the
 backward and the peak of one training step, measured on CPU (see
-echo_torch/measure.py), for eager PyTorch, functorch's min-cut partition,
+tests/python/measure.py), for eager PyTorch, functorch's min-cut partition,
 and echo_torch with echod's ECHO and AUTO plans; and the extra compute of
 each. Prints a markdown table.
 

@@ -72,7 +72,7 @@ Points (one training step each, torch.manual_seed(0) before every step):
 Per point:
 
   step peak   harness.run_step: the pre-existing tensors plus the CPU
-              allocator's peak during one forward+backward (echo_torch.measure);
+              allocator's peak during one forward+backward (tests/python/measure.py);
   held        harness.held_after_forward: what the forward leaves allocated
               beyond its outputs (allocator's live bytes when the forward
               returns, minus the outputs' storages). For eager, Echo and torch's

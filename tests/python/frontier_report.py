@@ -272,7 +272,7 @@ def write_outputs(out, results, total, complete=True, meta=None):
         "(saved_tensors_hooks; parameters and inputs excluded).",
         "- *step peak*: pre-existing tensors plus the "
         + ("CUDA caching allocator's max_memory_allocated" if on_cuda else "CPU allocator peak")
-        + " of one forward+backward (echo_torch.measure).",
+        + " of one forward+backward (tests/python/measure.py).",
         "- *extra FLOPs*: FlopCounterMode over one step minus eager's, relative to eager's "
         "(matmul-like ops only; recomputed element-wise ops count 0).",
         "- *extra roofline*: echod's h100-80gb roofline time (EstimateMemory "

@@ -1,5 +1,5 @@
 """Runs one training step of a model several ways and measures each the
-same way (echo_torch.measure): eager PyTorch, AOTAutograd's plain partition,
+same way (tests/python/measure.py): eager PyTorch, AOTAutograd's plain partition,
 functorch's min-cut partition, and echo_torch with a planner."""
 import dataclasses
 import time
@@ -7,7 +7,10 @@ from typing import Callable, List, Optional
 
 import torch
 
-from echo_torch import measure, optimize, peers, proto
+from echo_torch import optimize, proto
+
+import measure
+import peers
 from echo_torch.planners import PlainPlanner
 
 

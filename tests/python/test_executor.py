@@ -7,7 +7,9 @@ import torch.nn as nn
 
 import harness
 import servers
-from echo_torch import capture_graph, measure, optimize, report
+from echo_torch import capture_graph, optimize, report
+
+import measure
 from echo_torch.executor import build_programs
 from echo_torch.programs import PlanError, Program, _Instr, _Slot
 from echo_torch.planners import (PlainPlanner, StashSetPlanner, plain_schedule,

@@ -29,7 +29,9 @@ from typing import Callable
 import torch
 
 import servers
-from echo_torch import measure, optimize, report
+from echo_torch import optimize, report
+
+import measure
 from test_models import ECHOD, SKIP_REASON, _log
 
 try:

@@ -18,7 +18,9 @@ import torch
 import harness
 import models
 import servers
-from echo_torch import PlannerClient, PlanningError, optimize, peers, proto, report
+from echo_torch import PlannerClient, PlanningError, optimize, proto, report
+
+import peers
 
 _pl = proto.planner_pb2
 PEAK_TOLERANCE = 0.01
