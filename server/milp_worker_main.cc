@@ -112,6 +112,12 @@ bool WriteAll(int fd, const std::string& data) {
 // replays and reports its schedule.
 absl::StatusOr<echo::internal::PassResult> RunPass(
     const MilpWorkerRequest& work) {
+  if (!work.has_options() || !work.has_graph()) {
+    // An echod of another version (one still running after an upgrade).
+    return absl::InvalidArgumentError(
+        "the request has no pass options or no graph: echod and "
+        "echo_milp_worker are of different versions; restart echod");
+  }
   ASSIGN_OR_RETURN(const echo::planner::RecomputePlanOptions options,
                    echo::server::PassOptionsFromProto(work.options()));
   ASSIGN_OR_RETURN(const echo::planner::Graph graph,

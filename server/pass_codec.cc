@@ -15,6 +15,7 @@ void PassOptionsToProto(const planner::RecomputePlanOptions& options,
   proto->set_solver_max_nonzeros(options.solver_max_nonzeros);
   proto->set_max_recompute_depth(options.max_recompute_depth);
   proto->set_rounding_bytes(options.memory.rounding_bytes);
+  proto->set_auto_effort(options.auto_effort);
 }
 
 absl::StatusOr<planner::RecomputePlanOptions> PassOptionsFromProto(
@@ -42,6 +43,7 @@ absl::StatusOr<planner::RecomputePlanOptions> PassOptionsFromProto(
   options.solver_max_nonzeros = proto.solver_max_nonzeros();
   options.max_recompute_depth = proto.max_recompute_depth();
   options.memory.rounding_bytes = proto.rounding_bytes();
+  options.auto_effort = proto.auto_effort();
   return options;
 }
 

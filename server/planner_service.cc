@@ -146,6 +146,7 @@ absl::Status PlannerService::DoEstimateMemory(
   absl::StatusOr<engine::EstimateCall> call =
       adapter::EstimateCallFromProto(request);
   if (!call.ok()) return call.status();
+  RETURN_IF_ERROR(engine::CheckTimeline(call->timeline));
   ASSIGN_OR_RETURN(const GraphRef ref, ResolveGraph("EstimateMemory", request));
   ASSIGN_OR_RETURN(
       const engine::PricedGraph priced,
@@ -170,6 +171,11 @@ absl::Status PlannerService::DoGenerateRecomputePlan(
   if (!ref.ok()) return ref.status();
   absl::StatusOr<engine::PlanCall> call = adapter::PlanCallFromProto(request);
   if (!call.ok()) return call.status();
+  // Before any work, and before the plan's fork.
+  if (absl::Status timeline = engine::CheckTimeline(call->timeline);
+      !timeline.ok()) {
+    return timeline;
+  }
   const absl::StatusOr<engine::PricedGraph> priced =
       engine::PriceGraph(ref->graph, call->device, ProfiledTimes());
   auto plan = [&]() -> absl::Status {

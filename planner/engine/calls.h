@@ -35,8 +35,8 @@ struct PricedGraph {
 // Memory over time, on request (EstimateMemory and GenerateRecomputePlan).
 struct TimelineOptions {
   bool include = false;
-  // Checked by the engine before any work (planner::ValidateTimelinePoints),
-  // whether or not a timeline is asked for.
+  // Checked before any work (engine::CheckTimeline), whether or not a
+  // timeline is asked for.
   int32_t max_points = 0;
   // Tensors listed live at the peak.
   int32_t max_live_tensors = 20;

@@ -115,9 +115,13 @@ double ChunkLaunchCost(const planner::CostTable& costs) {
              : planner::ChunkingOptions().launch_cost;
 }
 
+absl::Status CheckTimeline(const TimelineOptions& timeline) {
+  return planner::ValidateTimelinePoints(timeline.max_points);
+}
+
 absl::StatusOr<EstimateAnswer> Estimate(const PricedGraph& priced,
                                         const EstimateCall& call) {
-  RETURN_IF_ERROR(planner::ValidateTimelinePoints(call.timeline.max_points));
+  RETURN_IF_ERROR(CheckTimeline(call.timeline));
   EstimateAnswer answer;
   answer.result = planner::SimulatePlain(*priced.graph, call.memory);
   RETURN_IF_ERROR(AddTimeline(*priced.graph,
@@ -127,7 +131,7 @@ absl::StatusOr<EstimateAnswer> Estimate(const PricedGraph& priced,
 }
 
 absl::StatusOr<PlanAnswer> Plan(const PricedGraph& priced, PlanCall call) {
-  RETURN_IF_ERROR(planner::ValidateTimelinePoints(call.timeline.max_points));
+  RETURN_IF_ERROR(CheckTimeline(call.timeline));
   call.options.chunking.launch_cost = ChunkLaunchCost(priced.costs);
   PlanAnswer answer;
   ASSIGN_OR_RETURN(answer.plan,

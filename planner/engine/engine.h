@@ -45,6 +45,10 @@ absl::StatusOr<PricedGraph> PriceGraph(
 // scheduler's answer is the plan's.
 double ChunkLaunchCost(const planner::CostTable& costs);
 
+// The call's timeline options (planner::ValidateTimelinePoints): handlers
+// check them before any work; Estimate and Plan check them again.
+absl::Status CheckTimeline(const TimelineOptions& timeline);
+
 // EstimateMemory: the plain peak, and the timeline on request.
 absl::StatusOr<EstimateAnswer> Estimate(const PricedGraph& priced,
                                         const EstimateCall& call);

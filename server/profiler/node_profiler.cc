@@ -334,14 +334,23 @@ void NodeProfiler::StoreTimes(
   std::vector<StoredTiming> changes;
   {
     std::lock_guard<std::mutex> cache_lock(cache_mutex_);
-    for (const auto& [op, seconds] : timed)
-      cache_.Put(device_key_, op, seconds);
+    for (const auto& [op, seconds] : timed) {
+      if (!cache_.Put(device_key_, op, seconds)) {
+        spdlog::warn("not caching the time of {}: {} s is not a number >= 0",
+                     op, seconds);
+      }
+    }
     metrics_->SetEntries(cache_.size());
     changes = cache_.TakeChanges();
   }
   // Outside the lock: lookups of plans go on while the save syncs.
   if (absl::Status s = cache_.Write(changes); !s.ok()) {
-    spdlog::warn("cannot save the profile cache: {}", std::string(s.message()));
+    spdlog::warn(
+        "cannot save the profile cache (the next save tries again): "
+        "{}",
+        std::string(s.message()));
+    std::lock_guard<std::mutex> cache_lock(cache_mutex_);
+    cache_.Requeue(changes);
   }
 }
 

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -65,16 +66,32 @@ std::optional<double> ProfileCache::Get(const std::string& device,
   return it->second->seconds;
 }
 
-void ProfileCache::Put(const std::string& device, const std::string& op,
+bool ProfileCache::Put(const std::string& device, const std::string& op,
                        double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return false;
   Key key(device, op);
   if (auto it = index_.find(key); it != index_.end()) {
     it->second->seconds = seconds;
     Touch(it->second);
-    return;
+    return true;
   }
   changed_.insert(key);
   Insert(std::move(key), seconds, ++clock_);
+  return true;
+}
+
+absl::Status ProfileCache::Save() {
+  std::vector<StoredTiming> changes = TakeChanges();
+  absl::Status written = Write(changes);
+  if (!written.ok()) Requeue(changes);
+  return written;
+}
+
+void ProfileCache::Requeue(const std::vector<StoredTiming>& changes) {
+  for (const StoredTiming& change : changes) {
+    Key key(change.device, change.op);
+    if (index_.contains(key)) changed_.insert(std::move(key));
+  }
 }
 
 std::vector<StoredTiming> ProfileCache::TakeChanges() {

@@ -62,11 +62,15 @@ class ProfileCache {
   // transaction (a no-op in memory only).
   std::vector<StoredTiming> TakeChanges();
   absl::Status Write(const std::vector<StoredTiming>& changes);
-  absl::Status Save() { return Write(TakeChanges()); }
+  absl::Status Save();
+  // After a failed Write: its entries still in the cache are saved by the
+  // next one.
+  void Requeue(const std::vector<StoredTiming>& changes);
 
   // Marks the entry most recently used.
   std::optional<double> Get(const std::string& device, const std::string& op);
-  void Put(const std::string& device, const std::string& op, double seconds);
+  // A time that is not a finite number >= 0 is not stored (false).
+  bool Put(const std::string& device, const std::string& op, double seconds);
 
   int64_t size() const { return static_cast<int64_t>(order_.size()); }
   int64_t max_entries() const { return max_entries_; }

@@ -492,6 +492,7 @@ TEST(PassCodecTest, OptionsRoundTripAndOutOfRangeIsRefused) {
   options.solver_max_nonzeros = 4242;
   options.max_recompute_depth = 3;
   options.memory.rounding_bytes = 512;
+  options.auto_effort = 2;
   internal::PassOptions proto;
   server::PassOptionsToProto(options, &proto);
   ASSERT_OK_AND_ASSIGN(const planner::RecomputePlanOptions decoded,
@@ -503,6 +504,7 @@ TEST(PassCodecTest, OptionsRoundTripAndOutOfRangeIsRefused) {
   EXPECT_EQ(decoded.solver_max_nonzeros, 4242);
   EXPECT_EQ(decoded.max_recompute_depth, 3);
   EXPECT_EQ(decoded.memory.rounding_bytes, 512);
+  EXPECT_EQ(decoded.auto_effort, 2);
   options.memory_limit_bytes.reset();
   internal::PassOptions unlimited;
   server::PassOptionsToProto(options, &unlimited);

@@ -9,7 +9,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -141,6 +143,37 @@ TEST(ProfileCacheTest, RecencyOfGetsSurvivesARestart) {
   EXPECT_EQ(loaded.Get(kDevice, "a"), 1);
   EXPECT_EQ(Sqlite3(path, "SELECT op FROM op_timings ORDER BY used"),
             "c\na\nd\n");
+}
+
+TEST(ProfileCacheTest, TimesThatAreNotNumbersAreNotStored) {
+  ProfileCache cache("", 10);
+  EXPECT_FALSE(cache.Put(kDevice, "nan", std::nan("")));
+  EXPECT_FALSE(cache.Put(kDevice, "negative", -1e-6));
+  EXPECT_FALSE(cache.Put(kDevice, "infinite", HUGE_VAL));
+  EXPECT_TRUE(cache.Put(kDevice, "zero", 0));
+  EXPECT_EQ(cache.size(), 1);
+}
+
+// A save that failed (a full disk, a lock held too long) leaves its entries
+// to the next one; an entry evicted meanwhile is not written back.
+TEST(ProfileCacheTest, AFailedSavesEntriesGoWithTheNextSave) {
+  TempDir dir;
+  const std::string path = dir.path() + "/cache.db";
+  ProfileCache cache(path, 2);
+  cache.Load();
+  cache.Put(kDevice, "a", 1);
+  cache.Put(kDevice, "b", 2);
+  const std::vector<StoredTiming> failed = cache.TakeChanges();
+  ASSERT_EQ(failed.size(), 2u);
+  EXPECT_TRUE(cache.TakeChanges().empty());
+  cache.Put(kDevice, "c", 3);  // evicts a
+  cache.Requeue(failed);
+  std::vector<std::string> ops;
+  for (const StoredTiming& change : cache.TakeChanges()) {
+    ops.push_back(change.op);
+  }
+  std::sort(ops.begin(), ops.end());
+  EXPECT_EQ(ops, std::vector<std::string>({"b", "c"}));
 }
 
 TEST(ProfileCacheTest, TheSqlite3CliReadsTheCache) {
