@@ -49,6 +49,26 @@ v1::RecomputePolicy PolicyToProto(planner::RecomputePolicy policy) {
   return v1::RECOMPUTE_POLICY_AUTO;
 }
 
+namespace {
+
+// The allocator and chunking fields that plan and fit requests share; no
+// status macros (the request's way through the layers visits the adapter
+// once, server/planner_service.cc).
+template <typename Request, typename Options>
+absl::Status MemoryAndChunkingFromProto(const Request& request,
+                                        Options* options) {
+  const absl::StatusOr<planner::MemoryModelOptions> memory =
+      MemoryModelFromProto(request.allocator());
+  if (!memory.ok()) return memory.status();
+  options->memory = *memory;
+  const absl::StatusOr<bool> chunking = ChunkingFromProto(request.chunking());
+  if (!chunking.ok()) return chunking.status();
+  options->chunking.enabled = *chunking;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<planner::RecomputePlanOptions> PlanOptionsFromProto(
     const v1::GenerateRecomputePlanRequest& request) {
   // No status macros here: the request's way through the layers
@@ -98,13 +118,10 @@ absl::StatusOr<planner::RecomputePlanOptions> PlanOptionsFromProto(
           absl::StrCat("unknown objective ", request.objective(),
                        "; expected PEAK_BYTES or STASH_BYTES"));
   }
-  const absl::StatusOr<planner::MemoryModelOptions> memory =
-      MemoryModelFromProto(request.allocator());
-  if (!memory.ok()) return memory.status();
-  options.memory = *memory;
-  const absl::StatusOr<bool> chunking = ChunkingFromProto(request.chunking());
-  if (!chunking.ok()) return chunking.status();
-  options.chunking.enabled = *chunking;
+  if (absl::Status shared = MemoryAndChunkingFromProto(request, &options);
+      !shared.ok()) {
+    return shared;
+  }
   return options;
 }
 
@@ -285,13 +302,10 @@ absl::StatusOr<planner::FitOptions> FitOptionsFromProto(
   if (request.has_reserved_bytes()) {
     options.reserved_bytes = request.reserved_bytes();
   }
-  const absl::StatusOr<planner::MemoryModelOptions> memory =
-      MemoryModelFromProto(request.allocator());
-  if (!memory.ok()) return memory.status();
-  options.memory = *memory;
-  const absl::StatusOr<bool> chunking = ChunkingFromProto(request.chunking());
-  if (!chunking.ok()) return chunking.status();
-  options.chunking.enabled = *chunking;
+  if (absl::Status shared = MemoryAndChunkingFromProto(request, &options);
+      !shared.ok()) {
+    return shared;
+  }
   return options;
 }
 
