@@ -45,14 +45,12 @@ ProfileCache::~ProfileCache() = default;
 void ProfileCache::Touch(std::list<Entry>::iterator entry) {
   entry->used = ++clock_;
   order_.splice(order_.end(), order_, entry);
-  changed_.insert(entry->key);
 }
 
 void ProfileCache::Insert(Key key, double seconds, int64_t used) {
   order_.push_back(Entry{key, seconds, used});
   index_[std::move(key)] = std::prev(order_.end());
   while (size() > max_entries_) {
-    changed_.erase(order_.front().key);
     index_.erase(order_.front().key);
     order_.pop_front();
   }
@@ -75,7 +73,6 @@ bool ProfileCache::Put(const std::string& device, const std::string& op,
     Touch(it->second);
     return true;
   }
-  changed_.insert(key);
   Insert(std::move(key), seconds, ++clock_);
   return true;
 }
@@ -88,24 +85,22 @@ absl::Status ProfileCache::Save() {
 }
 
 void ProfileCache::Requeue(const std::vector<StoredTiming>& changes) {
+  // Their stamps are unchanged unless used again since (then later still);
+  // the ones evicted meanwhile are no longer in order_.
   for (const StoredTiming& change : changes) {
-    Key key(change.device, change.op);
-    if (index_.contains(key)) changed_.insert(std::move(key));
+    saved_clock_ = std::min(saved_clock_, change.used - 1);
   }
 }
 
 std::vector<StoredTiming> ProfileCache::TakeChanges() {
   std::vector<StoredTiming> changes;
-  if (store_ == nullptr) {
-    changed_.clear();
-    return changes;
+  if (store_ != nullptr) {
+    for (auto it = order_.rbegin();
+         it != order_.rend() && it->used > saved_clock_; ++it) {
+      changes.push_back({it->key.first, it->key.second, it->seconds, it->used});
+    }
   }
-  changes.reserve(changed_.size());
-  for (const Key& key : changed_) {
-    const Entry& entry = *index_.at(key);
-    changes.push_back({key.first, key.second, entry.seconds, entry.used});
-  }
-  changed_.clear();
+  saved_clock_ = clock_;
   return changes;
 }
 
@@ -149,6 +144,7 @@ void ProfileCache::OpenStore(CacheLoadReport* report) {
     Insert(Key(std::move(row.device), std::move(row.op)), row.seconds,
            row.used);
   }
+  saved_clock_ = clock_;  // what was read is saved
 }
 
 void ProfileCache::ImportLegacy(CacheLoadReport* report) {
@@ -194,7 +190,8 @@ CacheLoadReport ProfileCache::Load() {
   CacheLoadReport report;
   order_.clear();
   index_.clear();
-  changed_.clear();
+  clock_ = 0;
+  saved_clock_ = 0;
   store_ = nullptr;
   if (path_.empty()) return report;
   struct stat info {};

@@ -24,7 +24,6 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "server/profiler/profile_store.h"
 
@@ -97,9 +96,11 @@ class ProfileCache {
   std::string legacy_path_;
   std::list<Entry> order_;  // least recently used first
   absl::flat_hash_map<Key, std::list<Entry>::iterator> index_;
-  // Put or used since the last TakeChanges.
-  absl::flat_hash_set<Key> changed_;
   int64_t clock_ = 0;  // the last recency stamp given
+  // Entries stamped after this were put or used since the last
+  // TakeChanges: the tail of order_, so no set of them is kept (Get, on the
+  // pricing path, only restamps).
+  int64_t saved_clock_ = 0;
   std::mutex write_mutex_;
   std::unique_ptr<ProfileStore> store_;  // null: in memory only
 };
