@@ -206,7 +206,10 @@ FUZZERS := graph_plan checkmate text_graph profile_cache
 SANITIZER_TARGETS := planner_unit_tests cost_model_tests adapter_tests \
   profiler_tests recompute_plan_tests server_integration_tests
 SANITIZER_TESTS ?= .
-SANITIZER_CTEST = ctest -R '$(SANITIZER_TESTS)' -E '_NOT_BUILT$$' \
+# Left out under the sanitizers: the chunked batch search over a GPT (116 s
+# of CI's 241 s there); the chunked frontier and the batch searches run.
+SANITIZER_SKIP = _NOT_BUILT$$|^ChunkedSchedulerTest\.MaxBatchAndFitTakeTheChunking$$
+SANITIZER_CTEST = ctest -R '$(SANITIZER_TESTS)' -E '$(SANITIZER_SKIP)' \
   -LE '^(python|e2e|format|deploy|gpu)$$' --output-on-failure --timeout 1800
 export UBSAN_OPTIONS ?= print_stacktrace=1:halt_on_error=1
 export ASAN_OPTIONS ?= detect_leaks=1

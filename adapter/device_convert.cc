@@ -18,6 +18,7 @@ absl::StatusOr<planner::DeviceSpec> DeviceSpecFromProto(
   spec.memory_bandwidth_bytes_per_second =
       proto.memory_bandwidth_bytes_per_second();
   spec.sm_count = proto.sm_count();
+  spec.first_touch_seconds_per_byte = proto.first_touch_seconds_per_byte();
   for (int i = 0; i < proto.peak_flops_size(); ++i) {
     const v1::PeakFlops& peak = proto.peak_flops(i);
     const planner::DType dtype = DTypeFromProto(peak.dtype());
@@ -50,6 +51,7 @@ void DeviceSpecToProto(const planner::DeviceSpec& spec, v1::DeviceSpec* proto) {
   proto->set_memory_bandwidth_bytes_per_second(
       spec.memory_bandwidth_bytes_per_second);
   proto->set_sm_count(spec.sm_count);
+  proto->set_first_touch_seconds_per_byte(spec.first_touch_seconds_per_byte);
   for (const auto& [rates, tensor_core] :
        {std::pair{&spec.tensor_core_flops, true},
         std::pair{&spec.vector_flops, false}}) {

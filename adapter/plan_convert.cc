@@ -261,6 +261,7 @@ void FillPlanResponse(const planner::Graph& request_graph,
   response->set_baseline_compute_cost(plan.baseline_compute_cost);
   response->set_recompute_cost(plan.recompute_cost);
   response->set_recompute_overhead_ratio(plan.recompute_overhead_ratio);
+  response->set_step_overhead_ratio(plan.step_overhead_ratio);
   ScheduleToProto(graph, plan.schedule, response->mutable_schedule());
   for (planner::TensorIndex t : plan.stash) {
     response->add_stash_tensor_ids(graph.tensor(t).id);

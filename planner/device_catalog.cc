@@ -207,7 +207,8 @@ absl::StatusOr<DeviceSpec> FindCatalogDevice(absl::string_view name) {
 bool HasDeviceNumbers(const DeviceSpec& spec) {
   return spec.memory_bytes != 0 ||
          spec.memory_bandwidth_bytes_per_second != 0 || spec.sm_count != 0 ||
-         !spec.tensor_core_flops.empty() || !spec.vector_flops.empty();
+         !spec.tensor_core_flops.empty() || !spec.vector_flops.empty() ||
+         spec.first_touch_seconds_per_byte != 0;
 }
 
 absl::Status ValidateDeviceSpec(const DeviceSpec& spec) {
@@ -227,6 +228,12 @@ absl::Status ValidateDeviceSpec(const DeviceSpec& spec) {
   if (spec.sm_count < 0) {
     return invalid(
         absl::StrCat("sm_count must not be negative, got ", spec.sm_count));
+  }
+  if (!std::isfinite(spec.first_touch_seconds_per_byte) ||
+      spec.first_touch_seconds_per_byte < 0) {
+    return invalid(
+        absl::StrCat("first_touch_seconds_per_byte must be a number >= 0, got ",
+                     spec.first_touch_seconds_per_byte));
   }
   if (spec.tensor_core_flops.empty() && spec.vector_flops.empty()) {
     return invalid("needs at least one peak_flops entry");

@@ -28,6 +28,9 @@ struct DeviceSpec {
   std::map<DType, double> tensor_core_flops;
   // Peak of the vector (CUDA-core) units per dtype.
   std::map<DType, double> vector_flops;
+  // Seconds per byte of memory touched for the first time each step (page
+  // faults of a host allocator that returns a step's memory); 0: none.
+  double first_touch_seconds_per_byte = 0;
 };
 
 // Vector peak for `dtype`: its own entry, else the f32 entry, else the

@@ -137,6 +137,7 @@ absl::StatusOr<PlanAnswer> Plan(const PricedGraph& priced, PlanCall call) {
   ASSIGN_OR_RETURN(answer.plan,
                    planner::GenerateRecomputePlan(
                        *priced.graph, priced.costs.Costs(), call.options));
+  answer.plan.step_overhead_ratio = StepOverheadRatio(answer.plan, priced);
   if (!call.timeline.include) return answer;
   const planner::Graph& plan_graph =
       planner::PlanGraph(*priced.graph, answer.plan);
@@ -147,6 +148,23 @@ absl::StatusOr<PlanAnswer> Plan(const PricedGraph& priced, PlanCall call) {
                               call.options.memory, call.timeline,
                               &answer.timeline));
   return answer;
+}
+
+double StepOverheadRatio(const planner::RecomputePlan& plan,
+                         const PricedGraph& priced) {
+  const double per_byte = priced.device.has_value()
+                              ? priced.device->first_touch_seconds_per_byte
+                              : 0;
+  if (per_byte <= 0 || priced.costs.unit != planner::kSecondsUnit) {
+    return plan.recompute_overhead_ratio;
+  }
+  const double plain_step =
+      plan.baseline_compute_cost +
+      per_byte * static_cast<double>(plan.baseline_peak_bytes);
+  if (plain_step <= 0) return plan.recompute_overhead_ratio;
+  const double saved_peak =
+      static_cast<double>(plan.baseline_peak_bytes - plan.planned_peak_bytes);
+  return (plan.recompute_cost - per_byte * saved_peak) / plain_step;
 }
 
 absl::StatusOr<planner::MaxBatchResult> MaxBatch(

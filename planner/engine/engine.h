@@ -57,6 +57,14 @@ absl::StatusOr<EstimateAnswer> Estimate(const PricedGraph& priced,
 // priced by ChunkLaunchCost), replayed for the timeline on request.
 absl::StatusOr<PlanAnswer> Plan(const PricedGraph& priced, PlanCall call);
 
+// The plan's step time against the plain step's, minus 1. On a device that
+// counts first touches, each step touches its peak anew, so the peak the
+// plan saves is time saved: (recompute + k * (planned - baseline peak)) /
+// (baseline compute + k * baseline peak), k its seconds per byte, costs in
+// seconds. Otherwise the plan's recompute_overhead_ratio.
+double StepOverheadRatio(const planner::RecomputePlan& plan,
+                         const PricedGraph& priced);
+
 // FindMaxBatchSize on the priced graph's device (its memory is the
 // device's; each batch's graph priced again, with `profiled`).
 absl::StatusOr<planner::MaxBatchResult> MaxBatch(

@@ -210,6 +210,9 @@ struct RecomputePlan {
   double baseline_compute_cost = 0;
   double recompute_cost = 0;
   double recompute_overhead_ratio = 0;
+  // Step time against the plain step's, minus 1 (engine::StepOverheadRatio):
+  // recompute_overhead_ratio unless the device counts first touches.
+  double step_overhead_ratio = 0;
   double solve_time_seconds = 0;
   // OPTIMAL: "optimal" | "time_limit_feasible" | "time_limit_no_solution" |
   // "infeasible"; the other policies: "heuristic".

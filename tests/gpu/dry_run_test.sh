@@ -14,7 +14,7 @@ source "$root/tests/e2e/lib.sh"
 "$root/tests/gpu/make_bundle.sh" "$build" "$work/bundle" >"$work/bundle.log" 2>&1
 check "make_bundle.sh packs echod and the wheel" \
   bash -c "[ -x '$work/bundle/bin/echod' ] && ls '$work'/bundle/wheels/echo_torch-*.whl >/dev/null"
-PYTHON=/usr/bin/python3 bash "$root/tests/gpu/run_on_gpu.sh" --dry "$work/out" "$work/bundle" \
+PYTHON="$build/venv/bin/python" bash "$root/tests/gpu/run_on_gpu.sh" --dry "$work/out" "$work/bundle" \
   >"$work/run.log" 2>&1
 rc=$?
 cat "$work/out/summary.txt" 2>/dev/null
@@ -33,14 +33,14 @@ check "the hook ran on the bundled echod" grep -q "torch 2.13" "$work/out/summar
 # The run's budget: a second run in the same OUTDIR (its venv is ready, so
 # little is spent before the first stage) with 12 s has none left for the
 # stages; they are skipped, say why, and fail the run.
-PYTHON=/usr/bin/python3 RUN_BUDGET_SECONDS=12 bash "$root/tests/gpu/run_on_gpu.sh" --dry \
+PYTHON="$build/venv/bin/python" RUN_BUDGET_SECONDS=12 bash "$root/tests/gpu/run_on_gpu.sh" --dry \
   "$work/out" "$work/bundle" >"$work/budget.log" 2>&1
 check "a spent budget fails the run" test "$?" -ne 0
 check "a spent budget skips the frontier stage, saying so" \
   grep -q "^frontier: exit 124 in 0 s (skipped: the run's 12 s budget is spent)" "$work/out/summary.txt"
 
 # STAGES names the stages to run; the others say so and do not fail the run.
-PYTHON=/usr/bin/python3 STAGES="none" bash "$root/tests/gpu/run_on_gpu.sh" --dry \
+PYTHON="$build/venv/bin/python" STAGES="none" bash "$root/tests/gpu/run_on_gpu.sh" --dry \
   "$work/out" "$work/bundle" >"$work/stages.log" 2>&1
 check "stages not in STAGES are not run, and the run passes" test "$?" -eq 0
 check "a stage not in STAGES says so" \

@@ -109,8 +109,10 @@ fi
 # 2. The hook: echo-torch from the bundled wheel into a venv that sees the
 # image's torch, grpcio and protobuf.
 venv="$out/venv"
-if [ "$dry" = 1 ]; then
-  # No image here: a clean venv gets what the image would have.
+if [ "$dry" = 1 ] && ! "$python" -c 'import torch, grpc' 2>/dev/null; then
+  # No image here, and $PYTHON has no torch: a clean venv gets what the
+  # image would have. (A $PYTHON with torch, e.g. the test venv, stands for
+  # the image's, as below.)
   "$python" -m venv "$venv" &&
     "$venv/bin/pip" install -q torch==2.13.0 grpcio protobuf 2>&1 | grep -v "^WARNING: Location"
 else

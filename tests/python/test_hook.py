@@ -386,15 +386,35 @@ class ServerBehaviourTest(unittest.TestCase):
         self.assertIn("ECHO_SERVER", wrapped.fallback_reason)
 
     def test_same_model_same_request_and_no_client_times(self):
+        # Priced on a catalog device: the cost model's times, the same
+        # request every time.
         with servers.FakeServer() as server:
             for _ in range(2):
                 wrapped = optimize(Quirky(), server=server.address, plan_cache=False,
-                                   on_error="raise")
+                                   on_error="raise", device="h100-80gb")
                 wrapped(self.x).backward()
             first, second = server.servicer.requests
         self.assertEqual(first.SerializeToString(deterministic=True),
                          second.SerializeToString(deterministic=True))
         self.assertFalse(any(op.HasField("measured_time_seconds") for op in first.graph.ops))
+
+    def test_a_cpu_model_is_priced_on_this_cpu_and_its_cached_plan_is_reused(self):
+        # No device: the host CPU's spec and the workspace run's times
+        # (issue 48). The plan cache keys on the graph before its times, so
+        # the next process asks nothing.
+        from echo_torch import host_cpu
+        with tempfile.TemporaryDirectory() as tmp, servers.FakeServer() as server:
+            for _ in range(2):
+                wrapped = optimize(Quirky(), server=server.address, on_error="raise",
+                                   plan_cache=PlanCache(tmp))
+                wrapped(self.x).backward()
+            (request,) = server.servicer.requests
+        self.assertEqual(request.device.name, host_cpu.device_name())
+        self.assertGreater(request.device.memory_bytes, 0)
+        self.assertGreaterEqual(request.device.first_touch_seconds_per_byte, 0)
+        timed = [op for op in request.graph.ops if op.HasField("measured_time_seconds")]
+        self.assertTrue(timed)
+        self.assertEqual({op.measured_on for op in timed}, {host_cpu.device_name()})
 
     def test_plan_cache_skips_the_server_and_survives_bad_entries(self):
         with tempfile.TemporaryDirectory() as tmp, servers.FakeServer() as server:
@@ -490,7 +510,7 @@ class RealServerTest(unittest.TestCase):
         with servers.Echod() as echod:
             def planned():
                 wrapped = optimize(model, server=echod.address, client_timing=True,
-                                   plan_cache=False, on_error="raise")
+                                   plan_cache=False, on_error="raise", device="h100-80gb")
                 wrapped(x).backward()
                 return report(wrapped)
             with self.assertLogs("echo_torch", level="WARNING") as logged:

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "adapter/device_convert.h"
 #include "adapter/graph_convert.h"
 #include "adapter/graph_file.h"
 #include "adapter/plan_convert.h"
@@ -313,6 +314,24 @@ TEST(GraphFromProtoTest, UpdateInTheBackwardNeedsAnOptimizer) {
 // The scheduler requests' chunking means what the plan request's does:
 // unspecified and OFF disable it, AUTO enables it, anything else is
 // INVALID_ARGUMENT.
+TEST(DeviceConvertTest, TheHostCpusFirstTouchCostCrossesBothWays) {
+  v1::DeviceSpec proto;
+  proto.set_name("cpu:x86_64");
+  proto.set_memory_bytes(int64_t{24} << 30);
+  proto.set_memory_bandwidth_bytes_per_second(5e10);
+  proto.set_first_touch_seconds_per_byte(5e-10);
+  v1::PeakFlops* peak = proto.add_peak_flops();
+  peak->set_dtype(v1::DTYPE_FLOAT32);
+  peak->set_flops_per_second(1e11);
+  ASSERT_OK_AND_ASSIGN(const planner::DeviceSpec spec, ResolveDevice(proto));
+  EXPECT_EQ(spec.name, "cpu:x86_64");
+  EXPECT_DOUBLE_EQ(spec.first_touch_seconds_per_byte, 5e-10);
+  v1::DeviceSpec back;
+  DeviceSpecToProto(spec, &back);
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(back, proto))
+      << back.DebugString();
+}
+
 TEST(ScheduleConvertTest, ChunkingAsInPlanRequests) {
   const planner::DeviceSpec h100 = testing::CatalogDevice("h100-80gb");
   for (const auto& [mode, enabled] :

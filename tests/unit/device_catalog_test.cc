@@ -1,6 +1,8 @@
 // The built-in device catalog and device-spec resolution.
 #include "planner/device_catalog.h"
 
+#include <cmath>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "test_util.h"
@@ -140,6 +142,16 @@ TEST(DeviceCatalogTest, RejectsNonPositiveNumbers) {
   spec = good;
   spec.sm_count = -2;
   expect_invalid(spec, "sm_count must not be negative");
+  spec = good;
+  spec.first_touch_seconds_per_byte = -1e-9;
+  expect_invalid(spec, "first_touch_seconds_per_byte must be a number >= 0");
+  spec.first_touch_seconds_per_byte = std::nan("");
+  expect_invalid(spec, "first_touch_seconds_per_byte must be a number >= 0");
+  // A first-touch cost alone is a number: the spec must then be whole.
+  DeviceSpec named;
+  named.name = "h100-80gb";
+  named.first_touch_seconds_per_byte = 1e-9;
+  expect_invalid(named, "memory_bytes must be positive");
 }
 
 TEST(DeviceCatalogTest, MatchesCudaDeviceNames) {

@@ -89,5 +89,53 @@ TEST(EngineTest, SchedulerQuestionsNeedADevice) {
   EXPECT_FALSE(fit.max_batch.has_value());
 }
 
+// The host CPU's first touch (issue 48): the peak a plan saves is time the
+// step saves, and the plan's step ratio says so.
+TEST(EngineTest, StepOverheadCountsTheFirstTouchOfThePeak) {
+  planner::RecomputePlan plan;
+  plan.baseline_compute_cost = 1.0;
+  plan.recompute_cost = 0.05;
+  plan.recompute_overhead_ratio = 0.05;
+  plan.baseline_peak_bytes = 1000;
+  plan.planned_peak_bytes = 600;
+  PricedGraph priced;
+  priced.costs.unit = std::string(planner::kSecondsUnit);
+  // No device, or one that keeps its memory: the extra compute.
+  EXPECT_DOUBLE_EQ(StepOverheadRatio(plan, priced), 0.05);
+  planner::DeviceSpec cpu;
+  cpu.name = "cpu:x86_64";
+  priced.device = cpu;
+  EXPECT_DOUBLE_EQ(StepOverheadRatio(plan, priced), 0.05);
+  // 1e-4 s per byte: the plain step is 1 + 0.1 s, the plan saves 0.04 s.
+  priced.device->first_touch_seconds_per_byte = 1e-4;
+  EXPECT_DOUBLE_EQ(StepOverheadRatio(plan, priced), (0.05 - 0.04) / 1.1);
+  // Relative costs cannot be added to seconds.
+  priced.costs.unit = std::string(planner::kRelativeUnit);
+  EXPECT_DOUBLE_EQ(StepOverheadRatio(plan, priced), 0.05);
+}
+
+TEST(EngineTest, PlansOnADeviceThatCountsFirstTouchesSayTheirStepTime) {
+  ASSERT_OK_AND_ASSIGN(planner::DeviceSpec cpu,
+                       planner::FindCatalogDevice("h100-80gb"));
+  cpu.name = "cpu:x86_64";
+  cpu.first_touch_seconds_per_byte = 1e-9;
+  ASSERT_OK_AND_ASSIGN(const PricedGraph priced,
+                       PriceGraph(Graph(kTwoLayers), cpu, nullptr));
+  PlanCall call;
+  call.options.policy = planner::RecomputePolicy::kNone;
+  ASSERT_OK_AND_ASSIGN(const PlanAnswer plain, Plan(priced, call));
+  EXPECT_EQ(plain.plan.step_overhead_ratio, 0);
+  call.options.policy = planner::RecomputePolicy::kAuto;
+  call.options.max_overhead_ratio = 1.0;
+  ASSERT_OK_AND_ASSIGN(const PlanAnswer planned, Plan(priced, call));
+  const planner::RecomputePlan& p = planned.plan;
+  EXPECT_DOUBLE_EQ(
+      p.step_overhead_ratio,
+      (p.recompute_cost - 1e-9 * static_cast<double>(p.baseline_peak_bytes -
+                                                     p.planned_peak_bytes)) /
+          (p.baseline_compute_cost +
+           1e-9 * static_cast<double>(p.baseline_peak_bytes)));
+}
+
 }  // namespace
 }  // namespace echo::engine

@@ -382,7 +382,8 @@ def optimize(model: nn.Module, *, server: Optional[str] = None, policy: str = "A
     the forward leaves for the backward, never above the plain peak (what
     torch's activation_memory_budget minimizes). device: the DeviceSpec catalog name
     whose roofline prices the ops (default: the model's GPU if the catalog
-    knows it, else h100-80gb, also on CPU). If echod is unreachable, or
+    knows it, else h100-80gb; a CPU model: this CPU as measured, host_cpu.py,
+    its ops priced by the workspace run's times). If echod is unreachable, or
     dies during a request, that input signature runs unmodified (one warning
     says which happened) and is planned again once echod answers; signatures
     already planned keep their plans. on_error="raise" raises on planning

@@ -6,7 +6,7 @@ from typing import Dict
 
 import torch
 
-from echo_torch import capture as capture_lib, hf_masks
+from echo_torch import capture as capture_lib, hf_masks, host_cpu
 from echo_torch.client import connect
 from echo_torch.optimizer_spec import optimizer_spec
 from echo_torch.plan_cache import PlanCache
@@ -76,14 +76,15 @@ def _capture_hint(error) -> str:
     return ""
 
 
-# echod prices ops with the roofline of a DeviceSpec from its catalog: the
-# model's GPU when it is one the catalog knows, else this reference GPU (on
-# CPU-only machines too, so that plans are the same everywhere).
+# echod prices a GPU model's ops with the roofline of a DeviceSpec from its
+# catalog: the model's GPU when it is one the catalog knows, else this
+# reference GPU. A CPU model is priced on the host CPU (host_cpu.py).
 REFERENCE_DEVICE = "h100-80gb"
 
 
 def default_device(on_cuda: bool) -> str:
-    """The catalog name echod prices ops with when the user names none."""
+    """The catalog name echod prices a GPU model's ops with when the user
+    names none (a CPU model: host_cpu.device_spec())."""
     return (gpu_catalog_name() if on_cuda else None) or REFERENCE_DEVICE
 
 
@@ -93,11 +94,15 @@ def _server_planner(server, policy, memory_limit_bytes, max_overhead_ratio, time
                     chunking="auto", optimizer=None):
     if allocator_rounding_bytes is None:
         allocator_rounding_bytes = 512 if on_cuda else 0
-    if device is None:
+    device_spec = None
+    if device is None and not on_cuda:
+        device_spec = host_cpu.device_spec()
+        device = device_spec.name
+    elif device is None:
         device = default_device(on_cuda)
     options = PlanRequestOptions(
         policy=policy, memory_limit_bytes=memory_limit_bytes,
-        max_overhead_ratio=max_overhead_ratio, device=device,
+        max_overhead_ratio=max_overhead_ratio, device=device, device_spec=device_spec,
         allocator_rounding_bytes=allocator_rounding_bytes,
         max_recompute_depth=max_recompute_depth,
         solver_time_limit_seconds=solver_time_limit_seconds, objective=objective,

@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
-from echo_torch import profile_ops as op_profiler
+from echo_torch import host_cpu, profile_ops as op_profiler
 from echo_torch.convert import ConvertedGraph, JointGraph, convert
 from echo_torch.executor import Programs, build_programs
 from echo_torch.log import logger
@@ -29,7 +29,11 @@ class PlanReport:
     peak_lower_bound_bytes: Optional[int] = None
     # With an overhead budget: no plan within it stashes fewer bytes.
     stash_lower_bound_bytes: Optional[int] = None
+    # The predicted step time against the plain step's, minus 1
+    # (step_overhead_ratio: on the host CPU the peak the plan saves is time
+    # saved, docs/pytorch.md), and the plan's extra compute alone.
     predicted_overhead_ratio: Optional[float] = None
+    predicted_extra_compute_ratio: Optional[float] = None
     # Ops echod priced with the times sent with them (client_timing), not
     # with its cost model.
     measured_ops: int = 0
@@ -123,8 +127,9 @@ class PlanReport:
                      f"{self.planned_saved_bytes / mib:.1f} MiB")
         types = ", ".join(f"{k} x{v}" for k, v in sorted(self.recomputed_op_types.items()))
         lines.append(f"  {self.recompute_executions} recomputations ({types or 'none'})")
-        if self.predicted_overhead_ratio is not None:
-            lines.append(f"  predicted extra compute {100 * self.predicted_overhead_ratio:.2f}%")
+        if self.predicted_extra_compute_ratio is not None:
+            lines.append(f"  predicted extra compute {100 * self.predicted_extra_compute_ratio:.2f}%"
+                         f", step time {100 * self.predicted_overhead_ratio:+.2f}%")
         lines.append(f"  forward outputs held by the caller to the end of the step: "
                      f"{self.output_bytes / mib:.1f} MiB")
         if self.unused_output_gradients:
@@ -197,7 +202,10 @@ def _make_report(converted: ConvertedGraph, plan, programs) -> PlanReport:
         report.planned_peak_bytes = response.planned_peak_bytes
         report.peak_lower_bound_bytes = response.peak_lower_bound_bytes
         report.stash_lower_bound_bytes = response.stash_lower_bound_bytes or None
-        report.predicted_overhead_ratio = response.recompute_overhead_ratio
+        report.predicted_extra_compute_ratio = response.recompute_overhead_ratio
+        # A plan cached before echod answered step_overhead_ratio has 0 there.
+        report.predicted_overhead_ratio = (response.step_overhead_ratio or
+                                           response.recompute_overhead_ratio)
         report.measured_ops = response.cost_sources.measured_ops
         report.message = response.message
         report.chunked_regions = list(response.chunked_regions)
@@ -221,8 +229,7 @@ def _device_description(joint: JointGraph) -> str:
     for value in joint.example_inputs[0] if joint.example_inputs else ():
         if isinstance(value, torch.Tensor) and value.is_cuda:
             return "cuda:" + torch.cuda.get_device_name(value.device)
-    import platform
-    return "cpu:" + platform.machine()
+    return host_cpu.device_name()
 
 
 def _timing_label(joint: JointGraph, planner) -> str:
@@ -233,8 +240,8 @@ def _timing_label(joint: JointGraph, planner) -> str:
     cost model prices the ops (said once in the log)."""
     taken = _device_description(joint)
     priced = getattr(getattr(planner, "options", None), "device", None)
-    if not priced:
-        return taken  # no device asked for: the capture machine's times
+    if not priced or priced == taken:
+        return taken  # no device asked for, or this one: the times taken here
     if taken.startswith("cuda:") and gpu_catalog_name() == priced:
         return priced
     logger.warning("echo_torch: client_timing: the times taken on %s do not price %s; "
@@ -244,12 +251,16 @@ def _timing_label(joint: JointGraph, planner) -> str:
 
 def _measure(joint: JointGraph, converted: ConvertedGraph, client_timing: bool, seconds,
              planner):
-    """Per-op workspace (and, with client_timing, times) into the graph."""
+    """Per-op workspace (and, with client_timing, times) into the graph. A
+    plan priced on the host CPU (host_cpu.py) gets the workspace run's
+    times too: they are this CPU's."""
     start = time.perf_counter()
     measured = op_profiler.profile_joint(joint, repeats=3 if client_timing else 1,
                                          timing=client_timing)
+    priced = getattr(getattr(planner, "options", None), "device_spec", None)
+    on_host = priced is not None and priced.name == _device_description(joint)
     op_profiler.apply_profile(converted.graph, measured,
-                              _timing_label(joint, planner) if client_timing else "")
+                              _timing_label(joint, planner) if client_timing or on_host else "")
     seconds["profile"] = time.perf_counter() - start
     logger.info("echo_torch: measured per-op workspace%s in %.1f s",
                 " and times" if client_timing else "", seconds["profile"])

@@ -68,6 +68,9 @@ class PlanRequestOptions:
     memory_limit_bytes: Optional[int] = None
     max_overhead_ratio: Optional[float] = None
     device: Optional[str] = None  # DeviceSpec catalog name
+    # A whole echo.v1.DeviceSpec instead (the host CPU, host_cpu.py), named
+    # `device`.
+    device_spec: Any = None
     allocator_rounding_bytes: int = 0
     max_recompute_depth: int = 0
     solver_time_limit_seconds: float = 0.0
@@ -188,7 +191,9 @@ def plan_request(graph, options: PlanRequestOptions):
         include_timeline=True, timeline_max_points=1)
     request.allocator.rounding_bytes = options.allocator_rounding_bytes
     request.chunking = CHUNKING[options.chunking]
-    if options.device:
+    if options.device_spec is not None:
+        request.device.CopyFrom(options.device_spec)
+    elif options.device:
         request.device.name = options.device
     if options.memory_limit_bytes is not None:
         request.memory_limit_bytes = int(options.memory_limit_bytes)
