@@ -31,7 +31,8 @@ absl::StatusOr<engine::TimelineOptions> TimelineOf(const Request& request) {
 bool NamesDevice(const v1::DeviceSpec& device) {
   return !device.name().empty() || device.memory_bytes() != 0 ||
          device.peak_flops_size() > 0 ||
-         device.memory_bandwidth_bytes_per_second() != 0;
+         device.memory_bandwidth_bytes_per_second() != 0 ||
+         device.first_touch_seconds_per_byte() != 0;
 }
 
 absl::StatusOr<std::optional<planner::DeviceSpec>> DeviceOf(

@@ -401,7 +401,7 @@ class ServerBehaviourTest(unittest.TestCase):
     def test_a_cpu_model_is_priced_on_this_cpu_and_its_cached_plan_is_reused(self):
         # No device: the host CPU's spec and the workspace run's times
         # (issue 48). The plan cache keys on the graph before its times, so
-        # the next process asks nothing.
+        # the second wrap asks nothing.
         from echo_torch import host_cpu
         with tempfile.TemporaryDirectory() as tmp, servers.FakeServer() as server:
             for _ in range(2):
@@ -410,11 +410,29 @@ class ServerBehaviourTest(unittest.TestCase):
                 wrapped(self.x).backward()
             (request,) = server.servicer.requests
         self.assertEqual(request.device.name, host_cpu.device_name())
-        self.assertGreater(request.device.memory_bytes, 0)
-        self.assertGreaterEqual(request.device.first_touch_seconds_per_byte, 0)
+        numbers = host_cpu.calibrate()
+        self.assertEqual(request.device.memory_bytes, numbers["memory_bytes"])
+        self.assertEqual(request.device.first_touch_seconds_per_byte,
+                         numbers["first_touch_seconds_per_byte"])
         timed = [op for op in request.graph.ops if op.HasField("measured_time_seconds")]
         self.assertTrue(timed)
         self.assertEqual({op.measured_on for op in timed}, {host_cpu.device_name()})
+
+    def test_wrapped_on_the_cpu_and_run_on_a_gpu_is_priced_as_a_gpu_model(self):
+        # Faked: the captured step says it ran on an H100.
+        from unittest import mock
+        from echo_torch import pipeline
+        with servers.FakeServer() as server, \
+                mock.patch.object(pipeline, "_device_description",
+                                  return_value="cuda:NVIDIA H100 80GB HBM3"), \
+                mock.patch.object(pipeline, "gpu_catalog_name", return_value="h100-80gb"):
+            wrapped = optimize(Quirky(), server=server.address, on_error="raise",
+                               plan_cache=False)
+            wrapped(self.x).backward()
+            (request,) = server.servicer.requests
+        self.assertEqual(request.device.name, "h100-80gb")
+        self.assertEqual(request.device.memory_bytes, 0)
+        self.assertFalse(any(op.HasField("measured_time_seconds") for op in request.graph.ops))
 
     def test_plan_cache_skips_the_server_and_survives_bad_entries(self):
         with tempfile.TemporaryDirectory() as tmp, servers.FakeServer() as server:

@@ -60,13 +60,19 @@ class HostCpuCalibrationTest(unittest.TestCase):
         fake = dict(numbers, flops_per_second=1.0)
         with mock.patch.object(host_cpu, "_measure", return_value=fake):
             self.assertEqual(host_cpu.calibrate(), fake)
-        # A damaged file is measured again, not trusted.
-        with open(path, "w") as f:
-            f.write("{not json")
-        host_cpu._calibrated = None
-        with mock.patch.object(host_cpu, "_measure", return_value=fake) as measured:
-            host_cpu.calibrate()
-            measured.assert_called_once()
+        # A damaged file, or one with the right key but a number missing or
+        # negative, is measured again, not trusted.
+        key = host_cpu._key()
+        for text in ("{not json",
+                     json.dumps({"key": key, "numbers": {"memory_bytes": 1}}),
+                     json.dumps({"key": key, "numbers": dict(
+                         numbers, first_touch_seconds_per_byte=-1.0)})):
+            with open(path, "w") as f:
+                f.write(text)
+            host_cpu._calibrated = None
+            with mock.patch.object(host_cpu, "_measure", return_value=fake) as measured:
+                self.assertEqual(host_cpu.calibrate(), fake)
+                measured.assert_called_once()
 
     def test_a_cpu_model_is_priced_on_the_host_cpu_a_named_device_as_named(self):
         with mock.patch.object(hook_common, "connect"):
@@ -76,7 +82,8 @@ class HostCpuCalibrationTest(unittest.TestCase):
             spec = planner.options.device_spec
             self.assertEqual(spec.name, host_cpu.device_name())
             self.assertEqual(planner.options.device, spec.name)
-            self.assertGreaterEqual(spec.first_touch_seconds_per_byte, 0)
+            self.assertEqual(spec.first_touch_seconds_per_byte,
+                             host_cpu.calibrate()["first_touch_seconds_per_byte"])
             named, _ = hook_common._server_planner(
                 None, "AUTO", None, 0.05, 1.0, "h100-80gb", None, 0, 0.0, False, False,
                 "peak_bytes")

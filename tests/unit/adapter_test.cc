@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "adapter/call_convert.h"
 #include "adapter/device_convert.h"
 #include "adapter/graph_convert.h"
 #include "adapter/graph_file.h"
@@ -330,6 +331,14 @@ TEST(DeviceConvertTest, TheHostCpusFirstTouchCostCrossesBothWays) {
   DeviceSpecToProto(spec, &back);
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(back, proto))
       << back.DebugString();
+  // A first-touch cost alone names a device (an incomplete one), not none.
+  v1::DeviceSpec alone;
+  alone.set_first_touch_seconds_per_byte(5e-10);
+  EXPECT_TRUE(NamesDevice(alone));
+  const auto resolved = DeviceOf(alone);
+  ASSERT_FALSE(resolved.ok());
+  EXPECT_THAT(std::string(resolved.status().message()),
+              HasSubstr("memory_bytes must be positive"));
 }
 
 TEST(ScheduleConvertTest, ChunkingAsInPlanRequests) {

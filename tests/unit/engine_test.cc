@@ -114,27 +114,50 @@ TEST(EngineTest, StepOverheadCountsTheFirstTouchOfThePeak) {
   EXPECT_DOUBLE_EQ(StepOverheadRatio(plan, priced), 0.05);
 }
 
+// Three element-wise layers: recomputing h1 from x before its backward
+// reader lowers the peak (h1 is not held through cb).
+constexpr char kChain[] = R"(
+graph chain
+tensor x f32[1024,1024] input
+op a fwd elementwise x -> h1:f32[1024,1024]
+op b fwd elementwise h1 -> h2:f32[1024,1024]
+op c fwd elementwise h2 -> y:f32[1024,1024]
+op cb bwd elementwise y h2 -> g2:f32[1024,1024]
+op bb bwd elementwise g2 h1 -> g1:f32[1024,1024]
+op ab bwd elementwise g1 x -> gx:f32[1024,1024]
+output gx
+)";
+
 TEST(EngineTest, PlansOnADeviceThatCountsFirstTouchesSayTheirStepTime) {
   ASSERT_OK_AND_ASSIGN(planner::DeviceSpec cpu,
                        planner::FindCatalogDevice("h100-80gb"));
   cpu.name = "cpu:x86_64";
   cpu.first_touch_seconds_per_byte = 1e-9;
   ASSERT_OK_AND_ASSIGN(const PricedGraph priced,
-                       PriceGraph(Graph(kTwoLayers), cpu, nullptr));
+                       PriceGraph(Graph(kChain), cpu, nullptr));
   PlanCall call;
-  call.options.policy = planner::RecomputePolicy::kNone;
-  ASSERT_OK_AND_ASSIGN(const PlanAnswer plain, Plan(priced, call));
-  EXPECT_EQ(plain.plan.step_overhead_ratio, 0);
   call.options.policy = planner::RecomputePolicy::kAuto;
   call.options.max_overhead_ratio = 1.0;
   ASSERT_OK_AND_ASSIGN(const PlanAnswer planned, Plan(priced, call));
   const planner::RecomputePlan& p = planned.plan;
-  EXPECT_DOUBLE_EQ(
-      p.step_overhead_ratio,
-      (p.recompute_cost - 1e-9 * static_cast<double>(p.baseline_peak_bytes -
-                                                     p.planned_peak_bytes)) /
-          (p.baseline_compute_cost +
-           1e-9 * static_cast<double>(p.baseline_peak_bytes)));
+  ASSERT_GT(p.recompute_cost, 0);
+  ASSERT_LT(p.planned_peak_bytes, p.baseline_peak_bytes);
+  const double saved =
+      1e-9 * static_cast<double>(p.baseline_peak_bytes - p.planned_peak_bytes);
+  EXPECT_DOUBLE_EQ(p.step_overhead_ratio,
+                   (p.recompute_cost - saved) /
+                       (p.baseline_compute_cost +
+                        1e-9 * static_cast<double>(p.baseline_peak_bytes)));
+  // The saved peak pays for part of the recomputation.
+  EXPECT_LT(p.step_overhead_ratio, p.recompute_overhead_ratio);
+  // The same plan on a device that keeps its memory: the extra compute.
+  cpu.first_touch_seconds_per_byte = 0;
+  ASSERT_OK_AND_ASSIGN(const PricedGraph kept,
+                       PriceGraph(Graph(kChain), cpu, nullptr));
+  ASSERT_OK_AND_ASSIGN(const PlanAnswer same, Plan(kept, call));
+  EXPECT_EQ(same.plan.recompute_cost, p.recompute_cost);
+  EXPECT_DOUBLE_EQ(same.plan.step_overhead_ratio,
+                   same.plan.recompute_overhead_ratio);
 }
 
 }  // namespace

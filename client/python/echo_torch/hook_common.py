@@ -10,7 +10,8 @@ from echo_torch import capture as capture_lib, hf_masks, host_cpu
 from echo_torch.client import connect
 from echo_torch.optimizer_spec import optimizer_spec
 from echo_torch.plan_cache import PlanCache
-from echo_torch.planners import PlanRequestOptions, ServerPlanner, gpu_catalog_name
+from echo_torch.planners import (REFERENCE_DEVICE, PlanRequestOptions, ServerPlanner,
+                                 gpu_catalog_name)
 
 
 def _autocast_state():
@@ -77,9 +78,8 @@ def _capture_hint(error) -> str:
 
 
 # echod prices a GPU model's ops with the roofline of a DeviceSpec from its
-# catalog: the model's GPU when it is one the catalog knows, else this
-# reference GPU. A CPU model is priced on the host CPU (host_cpu.py).
-REFERENCE_DEVICE = "h100-80gb"
+# catalog: the model's GPU when it is one the catalog knows, else
+# REFERENCE_DEVICE. A CPU model is priced on the host CPU (host_cpu.py).
 
 
 def default_device(on_cuda: bool) -> str:

@@ -17,8 +17,10 @@ kept beside the plan cache, so that the same model asks for the same plan
 in every process; `calibrate(fresh=True)` measures again.
 """
 import json
+import math
 import os
 import platform
+import threading
 import time
 from typing import Optional
 
@@ -31,6 +33,8 @@ from echo_torch.log import logger
 VERSION = 1
 _FILE = "host_cpu.json"
 _MIB = 1 << 20
+_NUMBERS = {"memory_bytes", "flops_per_second", "memory_bandwidth_bytes_per_second",
+            "first_touch_seconds_per_byte"}
 
 
 def device_name() -> str:
@@ -88,13 +92,18 @@ def _load(path: str) -> Optional[dict]:
     if not isinstance(saved, dict) or saved.get("key") != _key():
         return None
     numbers = saved.get("numbers")
-    return numbers if isinstance(numbers, dict) else None
+    if not isinstance(numbers, dict) or set(numbers) != _NUMBERS:
+        return None
+    if not all(isinstance(v, (int, float)) and math.isfinite(v) and v >= 0
+               for v in numbers.values()) or numbers["memory_bytes"] <= 0:
+        return None
+    return numbers
 
 
 def _save(path: str, numbers: dict) -> None:
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp"
+        tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
         with open(tmp, "w") as f:
             json.dump({"key": _key(), "numbers": numbers}, f, indent=1)
         os.replace(tmp, path)

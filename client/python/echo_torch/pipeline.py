@@ -13,7 +13,7 @@ from echo_torch import host_cpu, profile_ops as op_profiler
 from echo_torch.convert import ConvertedGraph, JointGraph, convert
 from echo_torch.executor import Programs, build_programs
 from echo_torch.log import logger
-from echo_torch.planners import gpu_catalog_name
+from echo_torch.planners import REFERENCE_DEVICE, gpu_catalog_name
 from echo_torch.update_in_backward import updated_positions
 
 
@@ -277,6 +277,10 @@ def plan_joint(joint: JointGraph, planner, measure_workspace: bool = True,
     logger.info("echo_torch: converted %s: %d ops, %d tensors in %.1f s", joint.name,
                 len(converted.graph.ops), len(converted.graph.tensors), seconds["convert"])
 
+    # Wrapped on the CPU, run on a GPU: priced as a GPU model, not on the host.
+    if (getattr(getattr(planner, "options", None), "device_spec", None) is not None
+            and _device_description(joint).startswith("cuda:")):
+        planner = planner.priced_on(gpu_catalog_name() or REFERENCE_DEVICE)
     # A plan cached for this graph as captured skips the measurements too.
     cache_key = planner.cache_key(converted) if hasattr(planner, "cache_key") else None
     start = time.perf_counter()

@@ -37,6 +37,11 @@ _CATALOG_BY_GPU_NAME = (("h200", "h200"), ("h100", "h100-80gb"), ("a100", "a100-
                         ("v100", "v100-{mem}"), ("2080 ti", "rtx-2080-ti"), ("l4", "l4"))
 
 
+# The catalog device a GPU model's ops are priced on when the catalog does
+# not know its GPU.
+REFERENCE_DEVICE = "h100-80gb"
+
+
 def gpu_catalog_name() -> Optional[str]:
     """echod's catalog name for the current GPU, or None when the catalog
     does not know it (or there is no GPU)."""
@@ -248,6 +253,12 @@ class ServerPlanner:
         (update_in_backward.py)."""
         options = dataclasses.replace(
             self.options, optimizer=updating_in_backward(self.options.optimizer))
+        return ServerPlanner(self.client, options, self.cache)
+
+    def priced_on(self, device: str) -> "ServerPlanner":
+        """This planner for a catalog device instead of its DeviceSpec (a
+        model wrapped on the CPU that runs on a GPU)."""
+        options = dataclasses.replace(self.options, device=device, device_spec=None)
         return ServerPlanner(self.client, options, self.cache)
 
     def cache_key(self, converted: ConvertedGraph) -> Optional[str]:
