@@ -11,7 +11,7 @@ gradient differences from eager.
   build/venv/bin/python tests/python/bench_chunked.py [--models gpt transformer nmt]
       [--cuda] [--runs N] [--out FILE] [--size paper|ci] [--client_timing]
 
-On the CPU, ops are priced on h100-80gb. --cuda runs on the GPU (peaks:
+On the CPU, ops are priced on this CPU (echo_torch.host_cpu). --cuda runs on the GPU (peaks:
 torch.cuda.max_memory_allocated; ops priced on the GPU's catalog entry, as
 echo_torch.optimize does by default). --runs N also times N steps of each
 row (the fastest counts) and adds AOTAutograd's plain partition, which runs
@@ -92,8 +92,9 @@ def main():
     where = (f"CUDA, {torch.cuda.get_device_name()}" if args.cuda else "CPU") + \
         f", torch {torch.__version__}"
     lines = table(rows, args.runs)
-    lines.insert(0, f"{where}; extra compute priced on "
-                    f"{echo_torch.api.default_device(args.cuda)}")
+    priced = (echo_torch.api.default_device(True) if args.cuda else
+              "this CPU (echo_torch.host_cpu, the workspace run's op times)")
+    lines.insert(0, f"{where}; extra compute priced on {priced}")
     print("\n" + "\n".join(lines))
     if args.out:
         with open(args.out, "w") as f:
@@ -122,7 +123,7 @@ def table(rows, runs):
             if rep else "-"
         chunks = ", ".join(f"{c.chunks} x {c.chunk_rows} rows" for c in rep.chunked_regions) \
             if rep and rep.chunked_regions else "-"
-        extra = f"{100 * rep.predicted_overhead_ratio:.2f}%" if rep else "-"
+        extra = f"{100 * rep.predicted_extra_compute_ratio:.2f}%" if rep else "-"
         line = (f"| {r.model} | {r.label} | {result.peak_bytes / MIB:.1f} MiB | {predicted} | "
                 f"{eager.peak_bytes / result.peak_bytes:.2f}x | {extra} | {chunks} | "
                 f"{abs(result.loss.item() - eager.loss.item()):.2e} | "

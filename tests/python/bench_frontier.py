@@ -525,8 +525,8 @@ def _echo_extra(wrapped, **options):
                 peak_lower_bound_bytes=rep.peak_lower_bound_bytes,
                 stash_lower_bound_bytes=rep.stash_lower_bound_bytes,
                 planned_saved_bytes=rep.planned_saved_bytes,
-                predicted_overhead_pct=(100.0 * rep.predicted_overhead_ratio
-                                        if rep.predicted_overhead_ratio is not None else None),
+                predicted_overhead_pct=(100.0 * rep.predicted_extra_compute_ratio
+                                        if rep.predicted_extra_compute_ratio is not None else None),
                 plan_source=rep.source)
 
 

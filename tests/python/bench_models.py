@@ -67,7 +67,7 @@ def bench_model(name, address, client, runs):
         rep = report(result.wrapped)
         rows.append(_row(name, policy, result, plain, eager,
                          f"{rep.planned_peak_bytes / MIB:.2f}", str(rep.recompute_executions),
-                         f"{100 * rep.predicted_overhead_ratio:.2f}%"))
+                         f"{100 * rep.predicted_extra_compute_ratio:.2f}%"))
     return rows
 
 

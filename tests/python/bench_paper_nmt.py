@@ -65,7 +65,7 @@ def main():
     print("|---|---|---|---|---|---|---|")
     for label, result, rep in rows:
         predicted = f"{rep.planned_peak_bytes / MIB:.1f}" if rep else ""
-        overhead = f"{100 * rep.predicted_overhead_ratio:.2f}%" if rep else "0"
+        overhead = f"{100 * rep.predicted_extra_compute_ratio:.2f}%" if rep else "0"
         print(f"| {label} | {result.saved_bytes / MIB:.1f} | "
               f"{eager.saved_bytes / result.saved_bytes:.2f}x | {result.peak_bytes / MIB:.1f} | "
               f"{eager.peak_bytes / result.peak_bytes:.2f}x | {predicted} | {overhead} |")

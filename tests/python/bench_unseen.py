@@ -106,7 +106,7 @@ def main():
                   f"{_mib(planned.peak_bytes)} ({_mib(eager.peak_bytes)}) | "
                   f"{eager.peak_bytes / planned.peak_bytes:.2f}x | "
                   f"{_mib(rep.planned_peak_bytes if rep else 0)} | "
-                  f"{100 * rep.predicted_overhead_ratio if rep else 0:.2f} | "
+                  f"{100 * rep.predicted_extra_compute_ratio if rep else 0:.2f} | "
                   f"{_mib(rep.peak_lower_bound_bytes if rep else 0)} |", flush=True)
     return 0
 

@@ -576,7 +576,7 @@ class Runner:
                                                 f"{self.name}-echo-check")
         if "memory_limit_bytes" in options:
             more["fits"] = result.peak_bytes <= options["memory_limit_bytes"]
-        ratio = rep.predicted_overhead_ratio
+        ratio = rep.predicted_extra_compute_ratio
         return self.add(label, "echo", result, held, output,
                         None if ratio is None else 100.0 * ratio, **more)
 

@@ -109,7 +109,7 @@ class EchodChecks(servers.SharedEchod):
              f" measured peak {planned.peak_bytes:,} vs planned "
              f"{rep.planned_peak_bytes:,} ({100 * error:+.2f}%); "
              f"{rep.recompute_executions} recomputations, predicted overhead "
-             f"{100 * rep.predicted_overhead_ratio:.2f}%")
+             f"{100 * rep.predicted_extra_compute_ratio:.2f}%")
         return rep
 
 
