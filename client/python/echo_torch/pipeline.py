@@ -232,6 +232,12 @@ def _device_description(joint: JointGraph) -> str:
     return host_cpu.device_name()
 
 
+def _device_spec(planner):
+    """The whole DeviceSpec a server planner prices with (the host CPU's,
+    host_cpu.py), or None: a catalog name, or a local planner."""
+    return getattr(getattr(planner, "options", None), "device_spec", None)
+
+
 def _timing_label(joint: JointGraph, planner) -> str:
     """measured_on for client times. echod prices ops with a time only when
     measured_on names the catalog device it prices on, so times taken on
@@ -257,7 +263,7 @@ def _measure(joint: JointGraph, converted: ConvertedGraph, client_timing: bool, 
     start = time.perf_counter()
     measured = op_profiler.profile_joint(joint, repeats=3 if client_timing else 1,
                                          timing=client_timing)
-    priced = getattr(getattr(planner, "options", None), "device_spec", None)
+    priced = _device_spec(planner)
     on_host = priced is not None and priced.name == _device_description(joint)
     op_profiler.apply_profile(converted.graph, measured,
                               _timing_label(joint, planner) if client_timing or on_host else "")
@@ -278,8 +284,7 @@ def plan_joint(joint: JointGraph, planner, measure_workspace: bool = True,
                 len(converted.graph.ops), len(converted.graph.tensors), seconds["convert"])
 
     # Wrapped on the CPU, run on a GPU: priced as a GPU model, not on the host.
-    if (getattr(getattr(planner, "options", None), "device_spec", None) is not None
-            and _device_description(joint).startswith("cuda:")):
+    if _device_spec(planner) is not None and _device_description(joint).startswith("cuda:"):
         planner = planner.priced_on(gpu_catalog_name() or REFERENCE_DEVICE)
     # A plan cached for this graph as captured skips the measurements too.
     cache_key = planner.cache_key(converted) if hasattr(planner, "cache_key") else None
