@@ -9,6 +9,7 @@ import torch
 import torch.nn as nn
 
 from echo_torch import capture as capture_lib
+from echo_torch.capture_choice import CaptureChoice
 from echo_torch.client import PlanningError, ServerUnavailable, unavailable_message
 from echo_torch.convert import ConvertedGraph
 from echo_torch.log import logger
@@ -65,6 +66,7 @@ class _Entry:
     def __init__(self):
         self.fn = None
         self.planned: Optional[PlannedGraph] = None
+        self.shapes = ""  # the call's tensor shapes, for its report
 
 
 class _Failure:
@@ -176,12 +178,17 @@ class EchoModule(nn.Module):
     def __init__(self, module: nn.Module, planner, on_error: str = "fallback",
                  preflight=None, measure_workspace: bool = True,
                  client_timing: bool = False, compiler: str = "eager",
-                 update_in_backward: Optional[torch.optim.Optimizer] = None):
+                 update_in_backward: Optional[torch.optim.Optimizer] = None,
+                 dynamic_shapes="auto"):
         super().__init__()
         if on_error not in ("fallback", "raise"):
             raise ValueError(f"on_error must be 'fallback' or 'raise', not {on_error!r}")
         capture_lib.inner_compiler(compiler)  # validates the name
         self._compiler = compiler
+        self._choice = CaptureChoice(module, compiler, dynamic_shapes)
+        # The entry whose first call is planning now (the partitioner sets
+        # its plan; a family's partitioner runs once per new shape).
+        self._planning: Optional[_Entry] = None
         self.module = module
         self._planner = planner
         # With optimize(optimizer=...), each step's plan counts the gradients
@@ -280,26 +287,36 @@ class EchoModule(nn.Module):
             return self.module(*args, **kwargs)
         return self._first_call(key, args, kwargs)
 
-    def _first_call(self, key, args, kwargs):
-        entry = _Entry()
+    def _partitioner(self, mode: str):
         # A step that starts with gradients held (the second micro-batch on,
         # or after zero_grad(set_to_none=False)) is planned with them.
         planner = self._planner
-        if key[1] == "held":
+        if mode == "held":
             planner = planner.holding_gradients()
-        elif key[1] == "in_backward":
+        elif mode == "in_backward":
             planner = planner.updating_in_backward()
 
         def partitioner(joint):
+            entry = self._planning
             entry.planned = plan_joint(joint, planner, self._measure_workspace,
                                        self._client_timing)
+            entry.planned.report.shapes = entry.shapes
             self._infeasible.check(entry.planned.report, stacklevel=8)
             programs = entry.planned.programs
+            if joint.family is not None:  # one size of a symbolic capture
+                return programs.forward, programs.backward
             return programs.forward_module, programs.backward_module
 
+        return partitioner
+
+    def _first_call(self, key, args, kwargs):
+        entry = _Entry()
+        entry.shapes = ", ".join(
+            str(tuple(v.shape)) for v in torch.utils._pytree.tree_leaves((args, kwargs))
+            if isinstance(v, torch.Tensor))
         if self._entries:
-            logger.info("echo_torch: new input signature for %s: capturing and planning "
-                        "again", type(self.module).__name__)
+            logger.info("echo_torch: new input signature for %s (%s): planning it",
+                        type(self.module).__name__, entry.shapes)
         elif key not in self._failures and not sharded_modules(self.module):
             hooked = _hooked_modules(self.module)
             if hooked:
@@ -308,15 +325,19 @@ class EchoModule(nn.Module):
                     "captured, not at every step: what they compute is part of the plan; "
                     "what they do on the side (logging, keeping tensors) happens at capture "
                     "only", RuntimeWarning, stacklevel=3)
+        def start(capture):
+            entry.fn = capture
+            self._planning = entry
+            return capture(*args, **kwargs)
+
         was_up = False
         try:
             refuse_sharded_layers(self.module, PlanningError)
             if self._preflight is not None:
                 self._preflight()
                 was_up = True
-            entry.fn = capture_lib.capture_module(self.module, partitioner, args, kwargs,
-                                                  self._compiler)
-            out = entry.fn(*args, **kwargs)
+            entry.fn, out = self._choice.run_first(key[1], self._partitioner(key[1]), args,
+                                                   kwargs, start)
             if key[1] == "in_backward":
                 self._update_in_backward(entry)
         except ServerUnavailable as error:  # falls back under either on_error
@@ -371,7 +392,7 @@ def optimize(model: nn.Module, *, server: Optional[str] = None, policy: str = "A
              client_timing: bool = False, plan_cache=True, planner=None,
              compiler: str = "eager", objective: str = "peak_bytes",
              chunking: str = "auto", optimizer=None,
-             update_in_backward: bool = False) -> EchoModule:
+             update_in_backward: bool = False, dynamic_shapes="auto") -> EchoModule:
     """Wraps `model` so that its training steps follow an echod recompute plan.
 
     server: "host:port" or "unix:///path" (default $ECHO_SERVER, else
@@ -411,6 +432,12 @@ def optimize(model: nn.Module, *, server: Optional[str] = None, policy: str = "A
     allows it: one backward per optimizer.step(), gradients untouched in
     between (no clipping, unscaling, accumulation or data parallelism);
     otherwise a warning says why and the step stays at the end.
+    dynamic_shapes: "auto" captures a call's first shape as it is and, when
+    a call differs from it only in sizes, captures once more with those
+    dimensions symbolic, a capture that then serves every size (each new
+    size is planned without a trace, docs/pytorch.md); True: symbolic in
+    every input dimension from the first call; False: one capture per
+    shape. Symbolic sizes need compiler="eager".
     Wrapping an EchoModule again re-wraps its
     inner module.
     """
@@ -434,7 +461,8 @@ def optimize(model: nn.Module, *, server: Optional[str] = None, policy: str = "A
     return EchoModule(model, planner, on_error=on_error, preflight=preflight,
                       measure_workspace=measure_workspace, client_timing=client_timing,
                       compiler=compiler,
-                      update_in_backward=optimizer if update_in_backward else None)
+                      update_in_backward=optimizer if update_in_backward else None,
+                      dynamic_shapes=dynamic_shapes)
 
 
 def report(model) -> Optional[PlanReport]:

@@ -30,6 +30,7 @@ from echo_torch.convert import (JointGraph, PrimalInfo, ROLE_BUFFER, ROLE_INPUT,
                                 ROLE_PARAMETER)
 from echo_torch import chunked_inductor, dropout, hf_masks, ops
 from echo_torch.programs import is_echo_module, program_of
+from echo_torch.shape_family import ShapeFamily
 from echo_torch.log import logger
 
 Partitioner = Callable[[JointGraph], Tuple[Callable, Callable]]
@@ -220,14 +221,16 @@ def make_partition_fn(partitioner: Partitioner, name: str, capture: str,
                       primals: List[PrimalInfo],
                       started: Optional[float] = None,
                       tangents_may_be_missing: bool = False,
-                      replay_random: bool = False):
+                      replay_random: bool = False, family=None):
     """An AOTAutograd partition_fn that converts and plans through
     `partitioner`. primals: the primals' names, one per primal of the joint
     graph (another count raises ValueError). started: when the
     capture began (default: now), for the log line. tangents_may_be_missing:
     the caller runs the backward without unused outputs' gradients
     (no_zero_gradients). replay_random: dropout draws may be recomputed with
-    their random state replayed (dropout.py; eager programs only)."""
+    their random state replayed (dropout.py; eager programs only). family: a
+    ShapeFamily (shape_family.py) when the trace has symbolic sizes; the
+    partitioner then gets the graph at each concrete shape."""
     if started is None:
         started = time.perf_counter()
 
@@ -243,14 +246,20 @@ def make_partition_fn(partitioner: Partitioner, name: str, capture: str,
             raise ValueError(f"echo_torch: the joint graph of {name} has "
                              f"{len(fake_primals)} primals, the capture named "
                              f"{len(primals)}")
-        named = primals
         nodes = sum(1 for n in joint_module.graph.nodes if n.op == "call_function")
-        logger.info("echo_torch: captured %s (%d joint ops) in %.1f s", name, nodes,
+        logger.info("echo_torch: captured %s (%d joint ops%s) in %.1f s", name, nodes,
+                    ", symbolic sizes" if family is not None else "",
                     time.perf_counter() - started)
-        joint = JointGraph(joint_module, num_fwd_outputs, named, name=name,
-                           metadata={"capture": capture}, example_inputs=joint_inputs,
-                           tangents_may_be_missing=tangents_may_be_missing)
-        return partitioner(joint)
+
+        def make_joint(module, inputs):
+            return JointGraph(module, num_fwd_outputs, primals, name=name,
+                              metadata={"capture": capture}, example_inputs=inputs,
+                              tangents_may_be_missing=tangents_may_be_missing,
+                              family=family)
+
+        if family is not None:
+            return family.partition(joint_module, joint_inputs, num_fwd_outputs, make_joint)
+        return partitioner(make_joint(joint_module, joint_inputs))
 
     return partition_fn
 
@@ -354,10 +363,14 @@ def no_zero_gradients(outputs):
 class ModuleCapture:
     """AOTAutograd's aot_function over `module` called with one layout of
     arguments (CallLayout); the first call traces and plans, later calls run
-    the programs (the caller keys one capture per input signature)."""
+    the programs (the caller keys one capture per input signature). With
+    `dims` (per input tensor of the layout, the dimensions traced symbolic;
+    eager compiler only), one capture serves every size its guards admit
+    (shape_family.py; `family.accepts`)."""
 
     def __init__(self, module: nn.Module, partitioner: Partitioner, args: Sequence,
-                 kwargs: dict, compiler: str = "eager"):
+                 kwargs: dict, compiler: str = "eager",
+                 dims: Optional[Sequence[Tuple[int, ...]]] = None):
         from torch._functorch.aot_autograd import aot_function
 
         self.module = module
@@ -367,10 +380,18 @@ class ModuleCapture:
         self._masks = hf_masks.facts(args, kwargs)
         # Programs take None for a missing gradient; Inductor's code does not.
         self._no_zero_gradients = compiler == "eager"
+        self.family = None
+        if dims is not None:
+            if compiler != "eager":
+                raise ValueError("echo_torch: symbolic sizes need compiler='eager'")
+            first = len(self.layout.state_names)
+            self.family = ShapeFamily(range(first, len(self.layout.primals)), dims,
+                                      partitioner)
         partition_fn = make_partition_fn(partitioner, type(module).__name__, "aot_module",
                                          self.layout.primals,
                                          tangents_may_be_missing=self._no_zero_gradients,
-                                         replay_random=compiler == "eager")
+                                         replay_random=compiler == "eager",
+                                         family=self.family)
         compile_fn, decompositions = inner_compiler(compiler)
         self._compiled = aot_function(
             self._traced, fw_compiler=compile_fn, bw_compiler=compile_fn,
@@ -384,21 +405,40 @@ class ModuleCapture:
             out = torch.func.functional_call(self.module, state, args, kwargs)
         return strip_unknown_outputs(out)
 
+    def accepts(self, args, kwargs) -> bool:
+        """Whether a call of this layout with other sizes runs here (a
+        symbolic capture whose guards hold for them)."""
+        return (self.family is not None and
+                self.family.accepts(self.layout.flat(self.module, args, kwargs)))
+
     def __call__(self, *args, **kwargs):
         flat = self.layout.flat(self.module, args, kwargs)
-        if self._traced_once:
+        # A symbolic trace whose first call failed after it (echod away) is
+        # not traced again: AOTAutograd keeps it, and its shape environment.
+        if self._traced_once or (self.family is not None and self.family.traced):
             out = self._compiled(*flat)
         else:
-            with tracing_as_compile(), hf_masks.as_eager(self._masks):
+            symbolic = (self.family.tracing(flat) if self.family is not None
+                        else contextlib.nullcontext())
+            with tracing_as_compile(), hf_masks.as_eager(self._masks), symbolic:
                 out = self._compiled(*flat)
             self._traced_once = True
         return no_zero_gradients(out) if self._no_zero_gradients else out
 
 
 def capture_module(module: nn.Module, partitioner: Partitioner, args: Sequence,
-                   kwargs: dict, compiler: str = "eager") -> Callable:
-    """A ModuleCapture of `module` for calls shaped like `args`/`kwargs`."""
-    return ModuleCapture(module, partitioner, args, kwargs, compiler)
+                   kwargs: dict, compiler: str = "eager",
+                   dims: Optional[Sequence[Tuple[int, ...]]] = None) -> ModuleCapture:
+    """A ModuleCapture of `module` for calls shaped like `args`/`kwargs`
+    (with `dims`, for every size of those dimensions)."""
+    return ModuleCapture(module, partitioner, args, kwargs, compiler, dims)
+
+
+def input_shapes(module: nn.Module, args: Sequence, kwargs: dict) -> List[Tuple[int, ...]]:
+    """The shapes of a call's input tensors in CallLayout's order."""
+    layout = CallLayout(module, args, kwargs)
+    flat = layout.flat(module, args, kwargs)
+    return [tuple(v.shape) for v in flat[len(layout.state_names):]]
 
 
 def dynamo_primals(gm, example_inputs) -> List[PrimalInfo]:

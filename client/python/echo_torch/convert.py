@@ -75,6 +75,8 @@ class JointGraph:
     # The backward runs without the gradients of unused outputs (autograd
     # sends None, executor.without_inputs): the graph may assume them absent.
     tangents_may_be_missing: bool = False
+    # The ShapeFamily this graph is one size of (shape_family.py), or None.
+    family: Any = None
 
 
 @dataclasses.dataclass

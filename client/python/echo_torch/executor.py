@@ -42,13 +42,23 @@ class ChunkStep:
 class Programs:
     forward: Program
     backward: Program
-    # The programs as FX graphs, what an AOTAutograd partition_fn returns.
-    forward_module: Any
-    backward_module: Any
     # Tensor ids of the forward-produced instances the forward saves.
     saved_activation_ids: List[str]
     saved_primal_ids: List[str]
     recompute_count: int
+    # What the programs' graphs show of each slot (to_graph_module).
+    slot_meta: Dict[int, Any] = dataclasses.field(default_factory=dict)
+    slot_names: Dict[int, str] = dataclasses.field(default_factory=dict)
+
+    # The programs as FX graphs, what an AOTAutograd partition_fn returns;
+    # made when asked (a symbolic capture's sizes never ask, shape_family.py).
+    @property
+    def forward_module(self):
+        return self.forward.to_graph_module(self.slot_meta, self.slot_names)
+
+    @property
+    def backward_module(self):
+        return self.backward.to_graph_module(self.slot_meta, self.slot_names)
 
 
 class _Builder:
@@ -236,9 +246,7 @@ def build_programs(converted: ConvertedGraph,
     primal_set = set(primal_slots)
     slot_names = {s: node_of[t].name for s, t in b.slot_tensor.items() if t in node_of}
     return Programs(
-        forward=forward, backward=backward,
-        forward_module=forward.to_graph_module(slot_meta, slot_names),
-        backward_module=backward.to_graph_module(slot_meta, slot_names),
+        forward=forward, backward=backward, slot_meta=slot_meta, slot_names=slot_names,
         saved_activation_ids=[b.slot_tensor[s] for s in saved if s not in primal_set],
         saved_primal_ids=[b.slot_tensor[s] for s in saved if s in primal_set],
         recompute_count=recompute_count)

@@ -26,14 +26,16 @@ def _autocast_state():
     return tuple(state)
 
 
-def _signature(args, kwargs, training):
+def _signature(args, kwargs, training, shapes: bool = True):
     """What makes a captured graph reusable: shapes, dtypes, devices and
     requires_grad of the tensors, other values, training mode, autocast, and
-    what Hugging Face's mask code would see in eager (hf_masks.facts)."""
+    what Hugging Face's mask code would see in eager (hf_masks.facts).
+    shapes=False: ranks in place of shapes (the calls one capture with
+    symbolic sizes may serve, shape_family.py)."""
     def describe(value):
         if isinstance(value, torch.Tensor):
-            return ("T", tuple(value.shape), value.dtype, value.device.type,
-                    value.requires_grad)
+            return ("T", tuple(value.shape) if shapes else value.dim(), value.dtype,
+                    value.device.type, value.requires_grad)
         if isinstance(value, (list, tuple)):
             return tuple(describe(v) for v in value)
         if isinstance(value, dict):

@@ -71,6 +71,8 @@ class PlanReport:
     # op running then (" (recompute)" when it is a recomputation).
     peak_breakdown: Dict[str, int] = dataclasses.field(default_factory=dict)
     peak_op: str = ""
+    # The shapes of the call's tensors (optimize() plans each shape).
+    shapes: str = ""
 
     @property
     def planned(self) -> bool:
@@ -259,16 +261,26 @@ def _measure(joint: JointGraph, converted: ConvertedGraph, client_timing: bool, 
              planner):
     """Per-op workspace (and, with client_timing, times) into the graph. A
     plan priced on the host CPU (host_cpu.py) gets the workspace run's
-    times too: they are this CPU's."""
+    times too: they are this CPU's. A graph of a symbolic capture's family
+    (shape_family.py) is measured at its first shape; later shapes get that
+    measurement scaled to their sizes."""
     start = time.perf_counter()
-    measured = op_profiler.profile_joint(joint, repeats=3 if client_timing else 1,
-                                         timing=client_timing)
+    family = joint.family
+    if family is not None and family.reference_profile is not None:
+        measured = op_profiler.scaled_profile(*family.reference_profile, converted.graph)
+    else:
+        measured = op_profiler.profile_joint(joint, repeats=3 if client_timing else 1,
+                                             timing=client_timing)
+        if family is not None:
+            family.reference_profile = (converted.graph, measured)
     priced = _device_spec(planner)
     on_host = priced is not None and priced.name == _device_description(joint)
     op_profiler.apply_profile(converted.graph, measured,
                               _timing_label(joint, planner) if client_timing or on_host else "")
     seconds["profile"] = time.perf_counter() - start
-    logger.info("echo_torch: measured per-op workspace%s in %.1f s",
+    logger.info("echo_torch: %s per-op workspace%s in %.1f s",
+                "scaled the first size's" if family is not None and
+                family.reference_profile[0] is not converted.graph else "measured",
                 " and times" if client_timing else "", seconds["profile"])
 
 

@@ -197,6 +197,29 @@ def _per_node(prof) -> Dict[str, Tuple[int, float]]:
     return result
 
 
+def _op_bytes(graph) -> Dict[str, int]:
+    sizes = {t.id: t.size_bytes for t in graph.tensors}
+    return {op.id: sum(sizes.get(t, 0) for t in list(op.input_ids) + list(op.output_ids))
+            for op in graph.ops}
+
+
+def scaled_profile(reference_graph, reference: Dict[str, Tuple[int, float]],
+                   graph) -> Dict[str, Tuple[int, float]]:
+    """A measurement of `reference_graph` carried to `graph`, the same graph
+    at other sizes (shape_family.py): each op's workspace and time scaled by
+    the bytes it reads and writes there against here, which grow with the
+    sizes as its work does (the rows of a matmul, the positions of an
+    attention). Spares a measurement per size."""
+    before, after = _op_bytes(reference_graph), _op_bytes(graph)
+    scaled = {}
+    for op_id, (workspace, seconds) in reference.items():
+        if op_id not in after:
+            continue
+        ratio = after[op_id] / before[op_id] if before.get(op_id) else 1.0
+        scaled[op_id] = (int(round(workspace * ratio)), seconds * ratio)
+    return scaled
+
+
 def apply_profile(graph, profile_result, measured_on: str = ""):
     """Sets workspace_bytes on the echo ops (whose ids are the FX node names)
     and, when `measured_on` names where the times were taken,
