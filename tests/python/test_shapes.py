@@ -174,6 +174,16 @@ class ShapeFamilyTest(servers.SharedEchod, unittest.TestCase):
             loss.backward(retain_graph=True)
             loss.backward()
         self._assert_same_gradients(plain, model)
+        # After ordinary steps too: nothing was donated to their backward.
+        # (A capture per shape is AOTAutograd's as torch.compile's: it
+        # donates the saved values and then refuses retain_graph.)
+        plain, model, again = self._pair()
+        for net in (plain, again):
+            net(ids, labels=ids).loss.backward()
+            loss = net(ids, labels=ids).loss
+            loss.backward(retain_graph=True)
+            loss.backward()
+        self._assert_same_gradients(plain, model)
         # Without retain_graph, a second backward is refused, naming why.
         loss = wrapped(ids, labels=ids).loss
         loss.backward()

@@ -5,6 +5,7 @@ guards it recorded admit these sizes, a new symbolic one when the
 (shape_family.py says how a symbolic capture plans each size)."""
 from typing import Callable, Dict, List, Optional
 
+import torch
 import torch.nn as nn
 
 from echo_torch import capture as capture_lib, shape_family
@@ -24,6 +25,10 @@ class CaptureChoice:
         self.compiler = compiler
         # Symbolic sizes run the eager compiler's programs only.
         self.policy = policy if compiler == "eager" else False
+        if self.policy is not False and not shape_family.supported():
+            logger.info("echo_torch: torch %s cannot say whether a backward keeps its "
+                        "graph; one capture per input shape", torch.__version__)
+            self.policy = False
         self._families: Dict[tuple, Optional[capture_lib.ModuleCapture]] = {}
         self._first_shapes: Dict[tuple, List[tuple]] = {}
 

@@ -26,6 +26,8 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import torch
 import torch.fx as fx
 
+from echo_torch.client import PlanningError
+from echo_torch.errors import ServerUnavailable
 from echo_torch.log import logger
 from echo_torch.programs import PlanError, Program, _Instr, _Slot
 
@@ -35,9 +37,17 @@ from echo_torch.programs import PlanError, Program, _Instr, _Slot
 POLICIES = ("auto", True, False)
 
 _SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
+# Whether the running backward keeps the graph (retain_graph=True); torch
+# before 2.5 cannot say, and gets one capture per shape (supported()).
+_KEEP_GRAPH = getattr(torch._C._autograd, "_get_current_graph_task_keep_graph", None)
 # Nodes that only check sizes; true for every shape the guards admit.
 _SIZE_CHECKS = frozenset(("_assert_scalar", "sym_constrain_range_for_size",
                           "sym_constrain_range"))
+
+
+def supported() -> bool:
+    """Whether this torch can run symbolic captures."""
+    return _KEEP_GRAPH is not None
 
 
 class SymbolicCaptureError(PlanError):
@@ -83,6 +93,9 @@ class ShapeFamily:
         self._symbols: Dict[Tuple[int, int], object] = {}
         self._static: Dict[Tuple[int, int], int] = {}
         self._symbolic_joint = None  # (module, inputs, make_joint)
+        # Set when AOTAutograd first runs the forward: its compiled result
+        # (and this trace's shape environment) is then kept for good.
+        self._running = False
         self._programs: Dict[tuple, Tuple[Program, Program]] = {}
         # The first shape's measurement (pipeline.py scales it).
         self.reference_profile = None
@@ -146,9 +159,9 @@ class ShapeFamily:
 
     @property
     def traced(self) -> bool:
-        """Whether the symbolic trace ran (even if its first call failed
-        after it)."""
-        return self._symbolic_joint is not None
+        """Whether the symbolic trace is done and compiled (even if its
+        first call failed after that, in planning)."""
+        return self._running
 
     def accepts(self, flat: Sequence) -> bool:
         return self.bindings(flat) is not None
@@ -172,9 +185,13 @@ class ShapeFamily:
         self._symbolic_joint = (joint_module, joint_inputs, make_joint)
         output = next(n for n in joint_module.graph.nodes if n.op == "output")
         results = list(output.args[0])
-        fake_mode = next(v.fake_mode for v in primals if hasattr(v, "fake_mode"))
-        with fake_mode:
-            token = torch.empty(0, dtype=torch.uint8, device=_device_of(primals))
+        # As AOTAutograd sees it, the token is an empty view of a primal: a
+        # saved tensor sharing an input's storage is not donated to the
+        # backward, so backward(retain_graph=True) stays allowed after
+        # ordinary steps (a donated one refuses it).
+        primal = next(v for v in primals if isinstance(v, torch.Tensor))
+        with primal.fake_mode:
+            token = primal.as_strided((0,), (1,))
         fwd_meta = [_val(n) for n in results[:num_fwd_outputs]] + [token]
         bwd_meta = [_val(n) for n in results[num_fwd_outputs:]]
         forward = _dispatcher("forward", list(primals), fwd_meta, self._forward)
@@ -197,11 +214,19 @@ class ShapeFamily:
         except Exception as error:  # noqa: BLE001 - named as the family's failure
             raise SymbolicCaptureError(f"the symbolic graph at sizes {key}: "
                                        f"{type(error).__name__}: {error}") from error
-        found = self._programs[key] = self._partitioner(joint)
+        try:
+            found = self._partitioner(joint)
+        except (PlanningError, ServerUnavailable):
+            raise  # echod's answer for this size: the call's, as for any capture
+        except Exception as error:  # noqa: BLE001 - converting or building this size
+            raise SymbolicCaptureError(f"planning sizes {key}: {type(error).__name__}: "
+                                       f"{error}") from error
+        self._programs[key] = found
         logger.info("echo_torch: planned input sizes %s without a new capture", key)
         return found
 
     def _forward(self, flat: list):
+        self._running = True
         forward, backward = self._programs_for(flat)
         outputs = forward.run(flat)
         n = self._num_fwd_outputs
@@ -219,7 +244,7 @@ class ShapeFamily:
     def _backward(self, values: list):
         token = values[0]
         # retain_graph=True: the saved values stay for the next backward.
-        keep = torch._C._autograd._get_current_graph_task_keep_graph()
+        keep = _KEEP_GRAPH()
         payload = (token.__dict__.get if keep else token.__dict__.pop)("_echo_saved", None)
         del token
         if payload is None:
