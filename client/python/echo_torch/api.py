@@ -434,8 +434,9 @@ def optimize(model: nn.Module, *, server: Optional[str] = None, policy: str = "A
     otherwise a warning says why and the step stays at the end.
     dynamic_shapes: "auto" captures a call's first shape as it is and, when
     a call differs from it only in sizes, captures once more with those
-    dimensions symbolic, a capture that then serves every size (each new
-    size is planned without a trace, docs/pytorch.md); True: symbolic in
+    dimensions symbolic, a capture that then serves the later calls that
+    differ in those dimensions and keep its guards (each new size is
+    planned without a trace, docs/pytorch.md); True: symbolic in
     every input dimension from the first call; False: one capture per
     shape. Symbolic sizes need compiler="eager".
     Wrapping an EchoModule again re-wraps its

@@ -35,9 +35,10 @@ class CaptureChoice:
     def _family_key(self, mode, args, kwargs) -> tuple:
         return (_signature(args, kwargs, self.module.training, shapes=False), mode)
 
-    def _plain(self, family_key, partitioner, args, kwargs):
-        self._first_shapes.setdefault(family_key,
-                                      capture_lib.input_shapes(self.module, args, kwargs))
+    def _plain(self, family_key, partitioner, args, kwargs, shapes=None):
+        if family_key not in self._first_shapes:
+            self._first_shapes[family_key] = (
+                shapes or capture_lib.input_shapes(self.module, args, kwargs))
         return capture_lib.capture_module(self.module, partitioner, args, kwargs,
                                           self.compiler)
 
@@ -46,7 +47,7 @@ class CaptureChoice:
         family = self._families.get(family_key)
         if family is not None and family.accepts(args, kwargs):
             return family
-        dims = None
+        dims = shapes = None
         if family_key not in self._families and self.policy is not False:
             shapes = capture_lib.input_shapes(self.module, args, kwargs)
             first = self._first_shapes.get(family_key)
@@ -63,7 +64,7 @@ class CaptureChoice:
                                                 self.compiler, dims)
             self._families[family_key] = family
             return family
-        return self._plain(family_key, partitioner, args, kwargs)
+        return self._plain(family_key, partitioner, args, kwargs, shapes)
 
     def run_first(self, mode, partitioner: Callable, args, kwargs, start: Callable):
         """(capture, output) of a signature's first call: start(capture) runs

@@ -266,21 +266,21 @@ def _measure(joint: JointGraph, converted: ConvertedGraph, client_timing: bool, 
     measurement scaled to their sizes."""
     start = time.perf_counter()
     family = joint.family
-    if family is not None and family.reference_profile is not None:
+    scaled = family is not None and family.reference_profile is not None
+    if scaled:
         measured = op_profiler.scaled_profile(*family.reference_profile, converted.graph)
     else:
         measured = op_profiler.profile_joint(joint, repeats=3 if client_timing else 1,
                                              timing=client_timing)
         if family is not None:
-            family.reference_profile = (converted.graph, measured)
+            family.reference_profile = (op_profiler.op_bytes(converted.graph), measured)
     priced = _device_spec(planner)
     on_host = priced is not None and priced.name == _device_description(joint)
     op_profiler.apply_profile(converted.graph, measured,
                               _timing_label(joint, planner) if client_timing or on_host else "")
     seconds["profile"] = time.perf_counter() - start
     logger.info("echo_torch: %s per-op workspace%s in %.1f s",
-                "scaled the first size's" if family is not None and
-                family.reference_profile[0] is not converted.graph else "measured",
+                "scaled the first size's" if scaled else "measured",
                 " and times" if client_timing else "", seconds["profile"])
 
 

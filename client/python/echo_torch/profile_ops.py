@@ -197,20 +197,22 @@ def _per_node(prof) -> Dict[str, Tuple[int, float]]:
     return result
 
 
-def _op_bytes(graph) -> Dict[str, int]:
+def op_bytes(graph) -> Dict[str, int]:
+    """Per op id, the bytes it reads and writes."""
     sizes = {t.id: t.size_bytes for t in graph.tensors}
     return {op.id: sum(sizes.get(t, 0) for t in list(op.input_ids) + list(op.output_ids))
             for op in graph.ops}
 
 
-def scaled_profile(reference_graph, reference: Dict[str, Tuple[int, float]],
+def scaled_profile(before: Dict[str, int], reference: Dict[str, Tuple[int, float]],
                    graph) -> Dict[str, Tuple[int, float]]:
-    """A measurement of `reference_graph` carried to `graph`, the same graph
-    at other sizes (shape_family.py): each op's workspace and time scaled by
-    the bytes it reads and writes there against here, which grow with the
-    sizes as its work does (the rows of a matmul, the positions of an
-    attention). Spares a measurement per size."""
-    before, after = _op_bytes(reference_graph), _op_bytes(graph)
+    """A measurement of a graph whose ops read and write `before`
+    (op_bytes) carried to `graph`, the same graph at other sizes
+    (shape_family.py): each op's workspace and time scaled by the bytes it
+    reads and writes there against here, which grow with the sizes as its
+    work does (the rows of a matmul, the positions of an attention). Spares
+    a measurement per size."""
+    after = op_bytes(graph)
     scaled = {}
     for op_id, (workspace, seconds) in reference.items():
         if op_id not in after:

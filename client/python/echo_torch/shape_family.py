@@ -97,7 +97,8 @@ class ShapeFamily:
         # (and this trace's shape environment) is then kept for good.
         self._running = False
         self._programs: Dict[tuple, Tuple[Program, Program]] = {}
-        # The first shape's measurement (pipeline.py scales it).
+        # The first shape's measurement and its ops' bytes (op_bytes, ...):
+        # pipeline.py scales it to later shapes.
         self.reference_profile = None
 
     @contextlib.contextmanager
